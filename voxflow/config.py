@@ -1,0 +1,153 @@
+"""Typed settings for a deployment: one YAML file under `configs/` plus CLI overrides.
+
+`load_settings(path, overrides)` is the only place configuration is read. It validates every
+field once (unknown keys are errors) and each model's `options` against that family's own
+settings type, so a bad config stops start-up with a message naming the field, e.g.
+``models[0].options.intra_op_threads: Input should be greater than or equal to 1``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from voxflow.models.registry import family_settings_type
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid; the message names the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(_Strict):
+    """HTTP server settings."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # The OpenAI speech API's input limit, in characters.
+    max_input_chars: int = Field(4096, ge=1, le=1_000_000)
+
+
+class EngineSettings(_Strict):
+    """Engine-wide scheduling and admission settings."""
+
+    # Requests whose segments may be in stage queues at once.
+    max_inflight_requests: int = Field(32, ge=1)
+    # Requests waiting for an in-flight slot; past inflight + queued the server answers 429.
+    max_queued_requests: int = Field(128, ge=0)
+    # Seconds from submission to the last chunk; past it the request fails with 504.
+    request_timeout_s: float = Field(120.0, gt=0)
+    # Seconds a client is told to wait (Retry-After) when refused with 429.
+    retry_after_s: int = Field(1, ge=1)
+    # Run one synthesis per model at start-up; /health is ready only after it.
+    warmup: bool = True
+    # Seeded requests batch only with themselves, so their bytes never depend on batch-mates.
+    isolate_seeded: bool = True
+
+
+class ModelSettings(_Strict):
+    """One served model: a name clients use, its family, and the family's own options."""
+
+    name: str = Field(min_length=1)
+    family: str = Field(min_length=1)
+    options: Any = None
+
+    @model_validator(mode="after")
+    def _validate_options(self) -> ModelSettings:
+        settings_type = family_settings_type(self.family)
+        raw = self.options if self.options is not None else {}
+        object.__setattr__(self, "options", settings_type.model_validate(raw))
+        return self
+
+
+class Settings(_Strict):
+    """The whole deployment."""
+
+    server: ServerSettings = ServerSettings()
+    engine: EngineSettings = EngineSettings()
+    models: list[ModelSettings] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Settings:
+        names = [m.name for m in self.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"model names must be unique, repeated: {', '.join(dupes)}")
+        return self
+
+
+def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    node: Any = tree
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if isinstance(node, list):
+            node = node[int(part)]
+        else:
+            node = node.setdefault(part, {})
+    last = parts[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse ``a.b.c=VALUE`` (VALUE read as YAML: numbers, booleans, null, strings).
+
+    Raises:
+        ConfigError: when there is no ``=`` or the key is empty.
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override '{text}' must look like section.field=value")
+    return key.strip(), yaml.safe_load(value)
+
+
+def _format_validation_error(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ""
+        for part in e["loc"]:
+            loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+        lines.append(f"{loc or '(root)'}: {e['msg']}")
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def load_settings(path: str | Path | None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Read, override and validate a deployment's settings.
+
+    Args:
+        path: YAML file; None means built-in defaults (one Piper model with the joe voice).
+        overrides: dotted keys to values, applied after the file (``server.port`` -> 9000).
+
+    Raises:
+        ConfigError: missing file, bad YAML, or any invalid field (the message names it).
+    """
+    tree: dict[str, Any] = {"models": [{"name": "piper", "family": "piper"}]}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {p} is not valid YAML: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {p} must hold a mapping at the top level")
+        tree = loaded
+    for key, value in (overrides or {}).items():
+        try:
+            _set_dotted(tree, key, value)
+        except (IndexError, ValueError, TypeError) as exc:
+            raise ConfigError(f"override '{key}' does not fit the config: {exc}") from exc
+    try:
+        return Settings.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc)) from exc

@@ -1,0 +1,1 @@
+"""The engine: requests, stage queues, batch scheduling, stage workers and metrics."""

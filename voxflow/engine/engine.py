@@ -1,0 +1,252 @@
+"""The engine: owns the served models, their stage queues and worker threads.
+
+`submit(request)` validates the request against the served models and admission limits and
+returns a `SpeechStream`. Worker threads (one or more per stage) take batches from their stage's
+queue, run the stage, and pass each output on: to the next stage's queue or, from the last stage,
+to the request's state, which re-orders segments and hands chunks to the event loop thread-safely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from voxflow.config import Settings
+from voxflow.engine.metrics import EngineMetrics
+from voxflow.engine.request import RequestState, SpeechRequest
+from voxflow.engine.scheduler import StageQueue, drain
+from voxflow.engine.stream import SpeechStream
+from voxflow.engine.worker import run_stage_batch
+from voxflow.errors import (
+    EngineNotReadyError,
+    InvalidRequestError,
+    ModelNotFoundError,
+    OverloadedError,
+)
+from voxflow.models.base import ModelFamily, WorkItem
+from voxflow.models.registry import family_class
+
+log = logging.getLogger(__name__)
+
+SPEED_MIN, SPEED_MAX = 0.25, 4.0  # the OpenAI speech API's range
+
+
+@dataclass
+class ServedModel:
+    """A loaded family with its stage queues; `status` is loading, ready or failed."""
+
+    name: str
+    family: ModelFamily | None = None
+    queues: list[StageQueue] = field(default_factory=list)
+    status: str = "loading"
+    error: str | None = None
+
+
+class Engine:
+    """Serves every model in `settings.models` from one process.
+
+    Lifecycle: `await start()` loads models, starts workers, runs a warm-up synthesis per model;
+    `submit()` while running; `stop()` closes queues and joins workers.
+    """
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.metrics = EngineMetrics()
+        self.models: dict[str, ServedModel] = {m.name: ServedModel(m.name) for m in settings.models}
+        self._threads: list[threading.Thread] = []
+        self._slots: asyncio.Semaphore | None = None
+        self._outstanding = 0
+        self._waiting = 0
+        self.started_at = time.monotonic()
+        self.ready_after_s: float | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Load every model (in a thread), start its workers, warm each up.
+
+        A model that fails to load is marked failed (shown in `/health`) and the error re-raised.
+        """
+        self._slots = asyncio.Semaphore(self.settings.engine.max_inflight_requests)
+        for spec in self.settings.models:
+            served = self.models[spec.name]
+            try:
+                cls = family_class(spec.family)
+                served.family = await asyncio.to_thread(cls, spec.name, spec.options)
+                served.queues = self._start_workers(served.name, served.family)
+                if self.settings.engine.warmup:
+                    await self._warmup(served.family)
+                served.status = "ready"
+                log.info("model %s ready: %s", spec.name, served.family.describe())
+            except Exception as exc:
+                served.status, served.error = "failed", f"{type(exc).__name__}: {exc}"
+                log.exception("model %s failed to start", spec.name)
+                raise
+        self.ready_after_s = time.monotonic() - self.started_at
+
+    def _start_workers(self, model: str, family: ModelFamily) -> list[StageQueue]:
+        stages = family.stages()
+        isolate = self.settings.engine.isolate_seeded
+        queues = [StageQueue(model, stage, self.metrics, isolate) for stage in stages]
+        for i, (stage, queue) in enumerate(zip(stages, queues, strict=True)):
+            downstream = queues[i + 1] if i + 1 < len(queues) else None
+            for w in range(stage.workers):
+                t = threading.Thread(
+                    target=drain,
+                    args=(queue, self._batch_handler(model, stage, downstream)),
+                    name=f"{model}-{stage.name}-{w}",
+                    daemon=True,
+                )
+                t.start()
+                self._threads.append(t)
+        return queues
+
+    def _batch_handler(self, model, stage, downstream):
+        def handle(batch: list[WorkItem]) -> None:
+            run_stage_batch(model, stage, batch, downstream, self.metrics)
+
+        return handle
+
+    async def _warmup(self, family: ModelFamily) -> None:
+        request = SpeechRequest(family.name, family.warmup_text, family.default_voice, seed=0)
+        await self.submit(request, internal=True).collect()
+
+    def stop(self) -> None:
+        """Close every queue and join the workers (idempotent)."""
+        for served in self.models.values():
+            for q in served.queues:
+                q.close()
+        for t in self._threads:
+            t.join(timeout=10)
+        self._threads.clear()
+
+    @property
+    def ready(self) -> bool:
+        return all(m.status == "ready" for m in self.models.values())
+
+    def health(self) -> dict[str, Any]:
+        """Readiness and per-model status, for `/health`."""
+        return {
+            "status": "ready" if self.ready else "not_ready",
+            "models": {
+                name: {"status": m.status, **({"error": m.error} if m.error else {})}
+                for name, m in self.models.items()
+            },
+            "inflight_requests": self._outstanding - self._waiting,
+            "waiting_requests": self._waiting,
+        }
+
+    # ---- requests ----------------------------------------------------------------------------
+    def family(self, model: str) -> ModelFamily:
+        """The loaded family serving `model`.
+
+        Raises:
+            ModelNotFoundError: not a served model (404).
+            EngineNotReadyError: still loading or failed (503).
+        """
+        served = self.models.get(model)
+        if served is None:
+            raise ModelNotFoundError(model, sorted(self.models))
+        if served.family is None:
+            raise EngineNotReadyError(f"model '{model}' is {served.status}")
+        return served.family
+
+    def validate(self, request: SpeechRequest) -> ModelFamily:
+        """Check model, voice, speed and text; returns the family.
+
+        Raises:
+            ModelNotFoundError, InvalidRequestError (param names the field), EngineNotReadyError.
+        """
+        family = self.family(request.model)
+        if request.voice not in family.voices:
+            raise InvalidRequestError(
+                f"Voice '{request.voice}' is not a voice of model '{request.model}'. "
+                f"Available voices: {', '.join(sorted(family.voices))}.",
+                param="voice",
+                code="voice_not_found",
+            )
+        if not SPEED_MIN <= request.speed <= SPEED_MAX:
+            raise InvalidRequestError(
+                f"speed must be between {SPEED_MIN} and {SPEED_MAX}, got {request.speed}.",
+                param="speed",
+            )
+        if not request.text.strip():
+            raise InvalidRequestError("input must not be empty or only whitespace.", param="input")
+        return family
+
+    def submit(self, request: SpeechRequest, *, internal: bool = False) -> SpeechStream:
+        """Validate and admit a request; returns its chunk stream (iterate it to start work).
+
+        Must be called on the event loop thread.
+
+        Raises:
+            ModelNotFoundError, InvalidRequestError, EngineNotReadyError: bad or early request.
+            OverloadedError: in-flight plus queued requests are at their limit (429).
+        """
+        family = self.validate(request)
+        if not internal and not self.models[request.model].status == "ready":
+            raise EngineNotReadyError(f"model '{request.model}' is still warming up")
+        cfg = self.settings.engine
+        if self._outstanding >= cfg.max_inflight_requests + cfg.max_queued_requests:
+            raise OverloadedError(
+                f"Server is at capacity ({cfg.max_inflight_requests} in flight, "
+                f"{cfg.max_queued_requests} queued); retry later.",
+                retry_after=cfg.retry_after_s,
+            )
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def sink(chunk, error) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, (chunk, error))
+
+        seed = request.seed if request.seed is not None else secrets.randbits(63)
+        voice = family.voices[request.voice]
+        state = RequestState(request, seed, voice.sample_rate, sink)
+        self._outstanding += 1
+        self._waiting += 1
+        self._update_gauges()
+        return SpeechStream(self, state, queue, cfg.request_timeout_s)
+
+    async def _admit(self, state: RequestState) -> None:
+        """Wait for an in-flight slot, then hand the text to the model's first stage."""
+        assert self._slots is not None
+        await self._slots.acquire()
+        self._waiting -= 1
+        self._update_gauges()
+        self.models[state.request.model].queues[0].put(WorkItem(state, -1, state.request.text))
+
+    def _finished(self, state: RequestState, status: str, admitted: bool) -> None:
+        """Called once per stream when it ends: frees its slot, records metrics."""
+        model = state.request.model
+        if status != "ok":
+            state.cancel()
+        if status in ("cancelled", "timeout"):
+            reason = "client" if status == "cancelled" else status
+            self.metrics.cancellations.labels(model, reason).inc()
+        if admitted:
+            assert self._slots is not None
+            self._slots.release()
+        else:
+            self._waiting -= 1
+        self._outstanding -= 1
+        self._update_gauges()
+        self.metrics.requests.labels(model, status).inc()
+        if status == "ok":
+            self._record_timing(model, state)
+
+    def _record_timing(self, model: str, state: RequestState) -> None:
+        audio_s = state.audio_samples / state.sample_rate
+        if state.first_audio_at is not None:
+            self.metrics.ttfa.labels(model).observe(state.first_audio_at - state.submitted_at)
+        self.metrics.audio_seconds.labels(model).inc(audio_s)
+        if audio_s > 0:
+            wall_s = time.perf_counter() - state.submitted_at
+            self.metrics.rtf.labels(model).observe(wall_s / audio_s)
+
+    def _update_gauges(self) -> None:
+        self.metrics.inflight.set(self._outstanding - self._waiting)
+        self.metrics.waiting.set(self._waiting)

@@ -1,0 +1,65 @@
+"""Prometheus metrics of the engine, on a registry of their own (one per engine).
+
+Names follow Prometheus conventions; TTFA is time to first audio: seconds from submission to the
+first non-empty chunk leaving the engine. RTF is the real-time factor: wall seconds spent per
+second of audio produced (below 1 is faster than real time).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60)
+_RTF_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 5)
+_BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+
+
+class EngineMetrics:
+    """All engine metrics; `registry` is what `/metrics` exposes."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "voxflow_requests", "Finished speech requests by outcome.", ["model", "status"],
+            registry=r,
+        )
+        self.ttfa = Histogram(
+            "voxflow_ttfa_seconds", "Time from submission to the first audio chunk.", ["model"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.audio_seconds = Counter(
+            "voxflow_audio_seconds", "Seconds of audio produced.", ["model"], registry=r
+        )
+        self.rtf = Histogram(
+            "voxflow_real_time_factor", "Request wall time over its audio duration.", ["model"],
+            buckets=_RTF_BUCKETS, registry=r,
+        )
+        self.queue_depth = Gauge(
+            "voxflow_queue_depth", "Items waiting in a stage queue.", ["model", "stage"],
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "voxflow_batch_size", "Items per stage run.", ["model", "stage"],
+            buckets=_BATCH_BUCKETS, registry=r,
+        )
+        self.stage_seconds = Histogram(
+            "voxflow_stage_seconds", "Wall time of one stage run.", ["model", "stage"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.items_run = Counter(
+            "voxflow_stage_items", "Items processed by a stage.", ["model", "stage"], registry=r
+        )
+        self.dropped_items = Counter(
+            "voxflow_dropped_items", "Queued items dropped because their request was cancelled.",
+            ["model", "stage"], registry=r,
+        )
+        self.cancellations = Counter(
+            "voxflow_cancellations", "Requests cancelled before their last chunk.",
+            ["model", "reason"], registry=r,
+        )
+        self.inflight = Gauge(
+            "voxflow_inflight_requests", "Requests admitted and not yet finished.", registry=r
+        )
+        self.waiting = Gauge(
+            "voxflow_waiting_requests", "Requests waiting for an in-flight slot.", registry=r
+        )

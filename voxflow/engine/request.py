@@ -1,0 +1,159 @@
+"""A speech request, its per-request state while in flight, and the audio chunks it yields.
+
+Lifecycle of a `RequestState`: created by `Engine.submit` -> its text enters the model's first
+stage -> the front end fans it out into N segments -> each segment's audio arrives from the last
+stage (possibly out of order across workers) -> `deliver()` re-orders and emits one `AudioChunk`
+per segment, the last with ``is_last=True``. `cancel()` (client gone, timeout) makes every stage
+queue drop the request's pending items; `fail()` ends it with an error.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    """A piece of a request's audio, in order.
+
+    Attributes:
+        samples: (N,) float32 PCM in [-1, 1], mono.
+        sample_rate: Hz.
+        request_id: the request this belongs to.
+        index: 0-based chunk number within the request.
+        is_last: True on the final chunk (which may be empty).
+    """
+
+    samples: np.ndarray
+    sample_rate: int
+    request_id: str
+    index: int
+    is_last: bool
+
+
+@dataclass(frozen=True)
+class SpeechRequest:
+    """What a client asked for, already validated by the server or CLI.
+
+    Attributes:
+        model: served model name.
+        text: input text (non-empty, within the length limit).
+        voice: voice id of that model.
+        speed: playback speed factor, 0.25 to 4.0 (1.0 = the voice's natural rate).
+        seed: when given, the audio is byte-identical on every run; None = fresh randomness.
+        request_id: unique id (a uuid4 hex by default).
+    """
+
+    model: str
+    text: str
+    voice: str
+    speed: float = 1.0
+    seed: int | None = None
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+# Signature of the sink a RequestState pushes to: (chunk or None, error or None).
+Sink = Callable[[AudioChunk | None, BaseException | None], None]
+
+
+class RequestState:
+    """Engine-side state of one in-flight request; shared by the stage worker threads.
+
+    Args:
+        request: the validated request.
+        seed: the seed actually used (the request's, or a fresh random one).
+        sample_rate: Hz of the voice's output.
+        sink: called from worker threads with each in-order chunk, or with an error once.
+    """
+
+    _arrivals = itertools.count()
+
+    def __init__(self, request: SpeechRequest, seed: int, sample_rate: int, sink: Sink):
+        self.request = request
+        self.seed = seed
+        self.sample_rate = sample_rate
+        self.arrival = next(self._arrivals)
+        self.submitted_at = time.perf_counter()
+        self.first_audio_at: float | None = None
+        self.audio_samples = 0
+        self.segments_total: int | None = None
+        self.segments_synthesized = 0
+        self._sink = sink
+        self._lock = threading.Lock()
+        self._pending: dict[int, np.ndarray] = {}
+        self._next_segment = 0
+        self._next_chunk = 0
+        self._cancelled = threading.Event()
+        self._finished = False
+
+    @property
+    def id(self) -> str:
+        return self.request.request_id
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the request was cancelled or ended; stages skip its work."""
+        return self._cancelled.is_set()
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def cancel(self) -> None:
+        """Stop all further work for this request (idempotent, thread-safe)."""
+        self._cancelled.set()
+
+    def set_segment_count(self, n: int) -> None:
+        """Called by the front end once it knows how many segments the text has (n >= 1)."""
+        with self._lock:
+            self.segments_total = n
+            self._flush_locked()
+
+    def deliver(self, segment_index: int, audio: np.ndarray) -> None:
+        """Hand in one segment's audio, (N,) float32; emits every chunk now in order."""
+        with self._lock:
+            if self._finished:
+                return
+            self.segments_synthesized += 1
+            self._pending[segment_index] = audio
+            self._flush_locked()
+
+    def fail(self, error: BaseException) -> None:
+        """End the request with an error (first error wins; later calls do nothing)."""
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+        self.cancel()
+        self._sink(None, error)
+
+    def _flush_locked(self) -> None:
+        while self._next_segment in self._pending and not self._finished:
+            audio = self._pending.pop(self._next_segment)
+            self._next_segment += 1
+            last = self.segments_total is not None and self._next_segment == self.segments_total
+            self._emit_locked(audio, last)
+        if (
+            not self._finished
+            and self.segments_total is not None
+            and self._next_segment == self.segments_total
+        ):
+            self._emit_locked(np.zeros(0, np.float32), True)
+
+    def _emit_locked(self, audio: np.ndarray, last: bool) -> None:
+        if self.first_audio_at is None and audio.size:
+            self.first_audio_at = time.perf_counter()
+        self.audio_samples += int(audio.size)
+        chunk = AudioChunk(audio, self.sample_rate, self.id, self._next_chunk, last)
+        self._next_chunk += 1
+        if last:
+            self._finished = True
+            self._cancelled.set()
+        self._sink(chunk, None)

@@ -1,0 +1,101 @@
+"""`SpeechStream`: the async iterator of `AudioChunk`s that `Engine.submit` returns.
+
+It owns the request's admission slot and deadline. Iterating admits the request (waiting for an
+in-flight slot if needed), then yields chunks as worker threads hand them over. Closing it early
+(`aclose`, or the consumer going away) cancels the request: its queued segments are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from voxflow.engine.request import AudioChunk, RequestState
+from voxflow.errors import RequestTimeoutError
+
+if TYPE_CHECKING:
+    from voxflow.engine.engine import Engine
+
+
+class SpeechStream:
+    """Async iterator over one request's chunks; use ``async with`` or call `aclose()`.
+
+    Raises (from iteration):
+        RequestTimeoutError: past the engine's request timeout (504).
+        VoxflowError: the request failed in a stage (its own error, e.g. nothing to speak).
+    """
+
+    def __init__(self, engine: Engine, state: RequestState, queue: asyncio.Queue, timeout_s: float):
+        self._engine = engine
+        self.state = state
+        self._queue = queue
+        self._timeout_s = timeout_s
+        self._deadline = time.monotonic() + timeout_s
+        self._admitted = False
+        self._closed = False
+        self._done = False
+
+    @property
+    def request_id(self) -> str:
+        return self.state.id
+
+    @property
+    def sample_rate(self) -> int:
+        """Hz of every chunk this stream yields."""
+        return self.state.sample_rate
+
+    def __aiter__(self) -> SpeechStream:
+        return self
+
+    async def __aenter__(self) -> SpeechStream:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def __anext__(self) -> AudioChunk:
+        if self._done or self._closed:
+            raise StopAsyncIteration
+        try:
+            if not self._admitted:
+                await self._wait(self._engine._admit(self.state))
+                self._admitted = True
+            chunk, error = await self._wait(self._queue.get())
+        except TimeoutError:
+            self._finish("timeout")
+            raise RequestTimeoutError(self._timeout_s) from None
+        if error is not None:
+            self._finish("error")
+            raise error
+        assert chunk is not None
+        if chunk.is_last:
+            self._finish("ok")
+        return chunk
+
+    async def _wait(self, awaitable):
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            raise TimeoutError
+        return await asyncio.wait_for(awaitable, remaining)
+
+    async def collect(self) -> list[AudioChunk]:
+        """Consume the whole stream; returns every chunk in order."""
+        async with self:
+            return [chunk async for chunk in self]
+
+    def _finish(self, status: str) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._engine._finished(self.state, status, self._admitted)
+
+    async def aclose(self) -> None:
+        """Stop early: cancels the request unless it already ended (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._done:
+            self._finish("cancelled")

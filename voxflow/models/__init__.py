@@ -1,0 +1,1 @@
+"""Model families: each a small graph of stages behind the `ModelFamily` contract."""

@@ -1,0 +1,140 @@
+"""The contract a model family implements: its voices, limits and ordered stages.
+
+A family is a small graph of stages (text front end -> acoustic model -> vocoder or codec). The
+engine owns the queues and worker threads; a stage is a plain object that turns a batch of work
+items into one output per item, testable without a server.
+
+Data flow through a family's stages:
+- stage 0 (`fans_out = True`) receives one item per request whose payload is the request's text
+  and returns, per item, the list of segment payloads (at least one);
+- each following stage receives one item per segment and returns the next payload;
+- the last stage returns each segment's audio, (N,) float32 in [-1, 1] at the voice's rate.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from voxflow.engine.request import RequestState
+
+
+@dataclass(frozen=True)
+class Voice:
+    """A voice a family can speak with.
+
+    Attributes:
+        id: the name clients pass as `voice`.
+        language: BCP-47-ish tag, e.g. "en-US".
+        sample_rate: Hz of the audio this voice produces.
+        family: the model family name, e.g. "piper".
+    """
+
+    id: str
+    language: str
+    sample_rate: int
+    family: str
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One unit of work in a stage queue.
+
+    Attributes:
+        state: the request it belongs to (seed, voice, cancellation).
+        segment_index: 0-based segment number; -1 for the whole request before the front end.
+        payload: what this stage consumes (text, phoneme ids, features...).
+    """
+
+    state: RequestState
+    segment_index: int
+    payload: Any
+
+    @property
+    def is_first(self) -> bool:
+        """True for a request's first segment (or its not yet segmented text)."""
+        return self.segment_index <= 0
+
+    def with_payload(self, payload: Any, segment_index: int | None = None) -> WorkItem:
+        """A copy carrying the next stage's payload."""
+        index = self.segment_index if segment_index is None else segment_index
+        return replace(self, payload=payload, segment_index=index)
+
+
+class Stage(ABC):
+    """One step of a model's graph. Called from one or more worker threads.
+
+    Class attributes a subclass sets:
+        name: short stage name used in metrics ("frontend", "acoustic").
+        fans_out: True when each input becomes a list of segment payloads.
+    Instance attributes:
+        max_batch_size: most items in one `run` call (1 = no batching).
+        max_batch_cost: cap on padded cost, ``len(batch) * max(cost)``; None = no cap.
+        workers: how many worker threads run this stage.
+    """
+
+    name: ClassVar[str]
+    fans_out: ClassVar[bool] = False
+
+    def __init__(
+        self, max_batch_size: int = 1, max_batch_cost: int | None = None, workers: int = 1
+    ):
+        self.max_batch_size = max_batch_size
+        self.max_batch_cost = max_batch_cost
+        self.workers = workers
+
+    def batch_key(self, item: WorkItem) -> Hashable:
+        """Items batch together only when their keys are equal (default: all compatible)."""
+        return None
+
+    def cost(self, item: WorkItem) -> int:
+        """Padded-size cost of an item (e.g. phoneme count); used with `max_batch_cost`."""
+        return 1
+
+    @abstractmethod
+    def run(self, batch: Sequence[WorkItem]) -> list[Any]:
+        """Process a batch; return one output per item, in order.
+
+        An output may be an Exception instance: that item's request fails with it, the others
+        go on. Raising fails the whole call; the engine then retries the items one by one so a
+        bad item never fails its batch-mates.
+        """
+
+
+class ModelFamily(ABC):
+    """A loaded model family: voices, limits and stages.
+
+    Lifecycle: constructed with its validated settings (weights loaded, sessions created), then
+    `stages()` is called once by the engine, then `warmup_text` is synthesized once before the
+    engine reports ready.
+    """
+
+    family: ClassVar[str]
+    warmup_text: ClassVar[str] = "Hello. This is a warm-up."
+
+    def __init__(self, name: str, settings: BaseModel):
+        self.name = name
+        self.settings = settings
+
+    @property
+    @abstractmethod
+    def voices(self) -> dict[str, Voice]:
+        """Voices by id."""
+
+    @property
+    @abstractmethod
+    def default_voice(self) -> str:
+        """The voice used when a request names none (CLI) and the one `make serve` speaks."""
+
+    @abstractmethod
+    def stages(self) -> list[Stage]:
+        """The ordered stages; the first fans out into segments, the last yields audio."""
+
+    def describe(self) -> dict[str, Any]:
+        """Extra facts for `/v1/models` and the start-up log."""
+        return {}

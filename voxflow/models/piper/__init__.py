@@ -1,0 +1,1 @@
+"""Piper VITS voices (ONNX), phonemized with piper-tts's bundled espeak-ng."""

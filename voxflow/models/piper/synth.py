@@ -1,0 +1,89 @@
+"""One batched run of a rewritten Piper graph: padding, seeded noise, exact per-row trimming.
+
+Noise: row b of segment s of a request with seed S draws its duration noise from
+``default_rng([S, s, 0])`` as (T_b, 2) and its prior noise from ``default_rng([S, s, 1])`` as
+(F_cap, C), both time-major, then transposed to the graph's (channels, time) layout. Time-major
+draws make the first F frames the same whatever F_cap is, so a row's noise depends only on its
+seed and segment, never on its batch-mates or the cap.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
+
+from voxflow.models.piper.loader import NOISE_DP_INPUT, NOISE_Z_INPUT, RewrittenGraph, VoiceConfig
+
+log = logging.getLogger(__name__)
+
+_MAX_NOISE_RETRIES = 3
+
+
+def _noise(seeds: Sequence[tuple[int, int]], lengths: Sequence[int], t_max: int, f_cap: int,
+           channels: int) -> tuple[np.ndarray, np.ndarray]:
+    batch = len(seeds)
+    noise_dp = np.zeros((batch, 2, t_max), np.float32)
+    noise_z = np.empty((batch, channels, f_cap), np.float32)
+    for b, ((seed, segment), length) in enumerate(zip(seeds, lengths, strict=True)):
+        dp_rng = np.random.default_rng([seed, segment, 0])
+        noise_dp[b, :, :length] = dp_rng.standard_normal((length, 2), dtype=np.float32).T
+        z_rng = np.random.default_rng([seed, segment, 1])
+        noise_z[b] = z_rng.standard_normal((f_cap, channels), dtype=np.float32).T
+    return noise_dp, noise_z
+
+
+def synthesize_batch(
+    graph: RewrittenGraph,
+    config: VoiceConfig,
+    rows: Sequence[np.ndarray],
+    seeds: Sequence[tuple[int, int]],
+    speed: float,
+    frames_per_phoneme: float,
+) -> list[np.ndarray]:
+    """Synthesize B segments of one voice at one speed in one graph run.
+
+    Args:
+        rows: B arrays of phoneme ids, (T_b,) int64.
+        seeds: B (request seed, segment index) pairs.
+        speed: speaking rate factor; length_scale = voice length_scale / speed.
+        frames_per_phoneme: first guess of output frames per id (noise size), retried x4 if short.
+    Returns:
+        B waveforms, (N_b,) float32 in [-1, 1], N_b = max(sum(durations_b), 1) * hop_length.
+    """
+    lengths = [int(r.size) for r in rows]
+    t_max = max(lengths)
+    ids = np.zeros((len(rows), t_max), np.int64)
+    for b, r in enumerate(rows):
+        ids[b, : r.size] = r
+    length_scale = config.length_scale / speed
+    feed = {
+        "input": ids,
+        "input_lengths": np.asarray(lengths, np.int64),
+        "scales": np.asarray([config.noise_scale, length_scale, config.noise_w], np.float32),
+    }
+    if config.num_speakers > 1:
+        feed["sid"] = np.full((len(rows),), config.default_speaker_id, np.int64)
+    f_cap = math.ceil(t_max * frames_per_phoneme * length_scale) + 16
+    for attempt in range(_MAX_NOISE_RETRIES + 1):
+        feed[NOISE_DP_INPUT], feed[NOISE_Z_INPUT] = _noise(
+            seeds, lengths, t_max, f_cap, graph.noise_channels
+        )
+        try:
+            audio, durations = graph.session.run(["output", graph.durations_output], feed)
+            break
+        except (Fail, InvalidArgument, RuntimeException):
+            # Prior noise shorter than the output frames: the Slice comes up short.
+            if attempt == _MAX_NOISE_RETRIES:
+                raise
+            log.info("noise of %d frames too short for %d ids; retrying x4", f_cap, t_max)
+            f_cap *= 4
+    frames = np.maximum(durations[:, 0, :].sum(axis=1), 1).astype(np.int64)
+    out = []
+    for b in range(len(rows)):
+        n = min(int(frames[b]) * config.hop_length, audio.shape[-1])
+        out.append(np.clip(audio[b].reshape(-1)[:n], -1.0, 1.0).astype(np.float32))
+    return out

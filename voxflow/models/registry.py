@@ -1,0 +1,56 @@
+"""Family name -> implementation, imported lazily so serving one family never imports another."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from voxflow.models.base import ModelFamily
+
+# family name -> "module:Class" of the family and "module:Class" of its settings type.
+_FAMILIES: dict[str, tuple[str, str]] = {
+    "piper": (
+        "voxflow.models.piper.model:PiperFamily",
+        "voxflow.models.piper.settings:PiperSettings",
+    ),
+}
+
+
+def known_families() -> list[str]:
+    """Names of the families this build can serve."""
+    return sorted(_FAMILIES)
+
+
+def _import(target: str):
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _entry(family: str) -> tuple[str, str]:
+    try:
+        return _FAMILIES[family]
+    except KeyError:
+        raise ValueError(
+            f"unknown model family '{family}'; known: {', '.join(known_families())}"
+        ) from None
+
+
+def family_settings_type(family: str) -> type[BaseModel]:
+    """The pydantic settings type for a family's `options`.
+
+    Raises:
+        ValueError: unknown family (names the known ones).
+    """
+    return _import(_entry(family)[1])
+
+
+def family_class(family: str) -> type[ModelFamily]:
+    """The `ModelFamily` subclass for a family name.
+
+    Raises:
+        ValueError: unknown family.
+    """
+    return _import(_entry(family)[0])
