@@ -63,6 +63,7 @@ class Engine:
         self._outstanding = 0
         self._waiting = 0
         self.started_at = time.monotonic()
+        self.created_at = time.time()
         self.ready_after_s: float | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -113,7 +114,8 @@ class Engine:
 
     async def _warmup(self, family: ModelFamily) -> None:
         request = SpeechRequest(family.name, family.warmup_text, family.default_voice, seed=0)
-        await self.submit(request, internal=True).collect()
+        # Loading may be slow; the warm-up gets its own generous deadline, not the request one.
+        await self.submit(request, internal=True, timeout_s=600.0).collect()
 
     def stop(self) -> None:
         """Close every queue and join the workers (idempotent)."""
@@ -178,7 +180,9 @@ class Engine:
             raise InvalidRequestError("input must not be empty or only whitespace.", param="input")
         return family
 
-    def submit(self, request: SpeechRequest, *, internal: bool = False) -> SpeechStream:
+    def submit(
+        self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None
+    ) -> SpeechStream:
         """Validate and admit a request; returns its chunk stream (iterate it to start work).
 
         Must be called on the event loop thread.
@@ -209,7 +213,7 @@ class Engine:
         self._outstanding += 1
         self._waiting += 1
         self._update_gauges()
-        return SpeechStream(self, state, queue, cfg.request_timeout_s)
+        return SpeechStream(self, state, queue, timeout_s or cfg.request_timeout_s)
 
     async def _admit(self, state: RequestState) -> None:
         """Wait for an in-flight slot, then hand the text to the model's first stage."""
