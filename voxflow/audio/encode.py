@@ -1,0 +1,60 @@
+"""Whole-file encoding of mono float audio to each of :data:`FORMATS`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from voxflow.audio.avcodec import AvEncoder
+from voxflow.audio.formats import check_format
+from voxflow.audio.samples import check_sample_rate, check_samples, to_int16
+from voxflow.audio.sink import FileSink
+from voxflow.audio.wav import wav_header
+
+__all__ = ["encode_audio", "pcm_bytes", "to_int16"]
+
+
+def pcm_bytes(samples: np.ndarray) -> bytes:
+    """Raw 16-bit little-endian PCM of float ``(N,)`` samples (2*N bytes), see :func:`to_int16`.
+
+    Raises:
+        ValueError: ``samples`` is not a 1-D floating point numpy array.
+    """
+    return to_int16(samples).astype("<i2", copy=False).tobytes()
+
+
+def encode_audio(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
+    """Encode a whole mono signal as one complete file.
+
+    Args:
+        samples: float ``(N,)``, nominal range [-1, 1] (clipped); ``N`` may be 0.
+        sample_rate: rate of ``samples`` in Hz.
+        fmt: one of :data:`voxflow.audio.formats.FORMATS`:
+            ``pcm`` raw 16-bit LE mono; ``wav`` 44-byte header with exact RIFF/data
+            sizes + 16-bit PCM; ``flac``/``mp3``/``aac``/``opus`` via PyAV (see
+            :mod:`voxflow.audio.avcodec` for codecs, bitrates, rate handling and the
+            decoded length of each; ``aac`` decodes 1024..2047 samples long).
+
+    Returns:
+        The file's bytes. Empty input gives a valid empty ``wav``/``pcm``/``flac``; for
+        the lossy formats it gives just the container header (``aac``: no bytes).
+
+    Raises:
+        ValueError: unknown ``fmt``; ``samples`` not a 1-D float array; bad ``sample_rate``.
+    """
+    fmt = check_format(fmt)
+    rate = check_sample_rate(sample_rate)
+    x = check_samples(samples)
+    if fmt == "pcm":
+        return pcm_bytes(x)
+    if fmt == "wav":
+        data = pcm_bytes(x)
+        return wav_header(rate, len(data)) + data
+    sink = FileSink()
+    encoder = AvEncoder(fmt, rate, sink)
+    try:
+        encoder.encode(x)
+        encoder.finish()
+    except BaseException:
+        encoder.abort()
+        raise
+    return sink.getvalue()
