@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from voxflow.models.registry import family_settings_type
 
@@ -57,14 +57,14 @@ class ModelSettings(_Strict):
 
     name: str = Field(min_length=1)
     family: str = Field(min_length=1)
+    # Raw here; replaced by the family's validated settings object in `load_settings`.
     options: Any = None
 
-    @model_validator(mode="after")
-    def _validate_options(self) -> ModelSettings:
-        settings_type = family_settings_type(self.family)
-        raw = self.options if self.options is not None else {}
-        object.__setattr__(self, "options", settings_type.model_validate(raw))
-        return self
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, family: str) -> str:
+        family_settings_type(family)  # raises ValueError naming the known families
+        return family
 
 
 class Settings(_Strict):
@@ -110,10 +110,10 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(value)
 
 
-def _format_validation_error(err: ValidationError) -> str:
+def _format_validation_error(err: ValidationError, prefix: str = "") -> str:
     lines = []
     for e in err.errors():
-        loc = ""
+        loc = prefix
         for part in e["loc"]:
             loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
         lines.append(f"{loc or '(root)'}: {e['msg']}")
@@ -148,6 +148,19 @@ def load_settings(path: str | Path | None, overrides: dict[str, Any] | None = No
         except (IndexError, ValueError, TypeError) as exc:
             raise ConfigError(f"override '{key}' does not fit the config: {exc}") from exc
     try:
-        return Settings.model_validate(tree)
+        settings = Settings.model_validate(tree)
     except ValidationError as exc:
         raise ConfigError(_format_validation_error(exc)) from exc
+    return settings.model_copy(update={"models": [
+        _with_family_options(i, m) for i, m in enumerate(settings.models)
+    ]})
+
+
+def _with_family_options(index: int, model: ModelSettings) -> ModelSettings:
+    """Validate `model.options` with its family's settings type; errors keep the full path."""
+    raw = model.options if model.options is not None else {}
+    try:
+        options = family_settings_type(model.family).model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc, f"models[{index}].options")) from exc
+    return model.model_copy(update={"options": options})
