@@ -1,0 +1,193 @@
+"""Fake stages and a fake model family for engine and scheduler tests (no model, no ONNX).
+
+They are real implementations of the `Stage` and `ModelFamily` contracts, so the engine, the
+queues and the workers run exactly as with a real family.
+
+`FakeFamily` (family name "fake" once registered, see `register_fake_family`):
+- frontend: splits the text at "|" into segments (blank pieces dropped); no segments ->
+  `InvalidRequestError(param="input")`.
+- acoustic: one waveform per segment, ``SAMPLES_PER_CHAR * len(segment)`` float32 samples drawn
+  from ``default_rng([seed, segment_index])``, first sample = ``segment_index / 100`` (so a test
+  can tell which segment a chunk carries). It sleeps `delays[segment]` (else `item_sleep_s`) per
+  batch, raises `RuntimeError` on a segment containing `fail_on`, and records each finished
+  (request id, segment index) in `FakeFamily.completed`, in completion order.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from voxflow.engine.request import RequestState, SpeechRequest
+from voxflow.errors import InvalidRequestError
+from voxflow.models.base import ModelFamily, Stage, Voice, WorkItem
+
+FAKE_FAMILY_ENTRY = ("fakes:FakeFamily", "fakes:FakeSettings")
+SAMPLES_PER_CHAR = 10
+
+
+def register_fake_family(monkeypatch) -> None:
+    """Make family "fake" known to `voxflow.models.registry` for one test."""
+    from voxflow.models import registry
+
+    monkeypatch.setitem(registry._FAMILIES, "fake", FAKE_FAMILY_ENTRY)
+
+
+class FakeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    voices: tuple[str, ...] = ("alice", "bob")
+    sample_rate: int = Field(8000, ge=1)
+    acoustic_workers: int = Field(1, ge=1)
+    max_batch_size: int = Field(1, ge=1)
+    max_batch_cost: int | None = None
+    delays: dict[int, float] = {}
+    item_sleep_s: float = 0.0
+    fail_on: str | None = None
+    fail_load: bool = False
+
+
+def fake_audio(seed: int, segment_index: int, text: str) -> np.ndarray:
+    rng = np.random.default_rng([seed, segment_index])
+    audio = rng.uniform(-0.5, 0.5, SAMPLES_PER_CHAR * len(text)).astype(np.float32)
+    audio[0] = segment_index / 100
+    return audio
+
+
+class FakeFrontend(Stage):
+    name = "frontend"
+    fans_out = True
+
+    def run(self, batch: Sequence[WorkItem]) -> list:
+        out: list = []
+        for item in batch:
+            segments = [p.strip() for p in item.payload.split("|") if p.strip()]
+            if not segments:
+                segments = InvalidRequestError("nothing to speak", param="input")
+            out.append(segments)
+        return out
+
+
+class FakeAcoustic(Stage):
+    name = "acoustic"
+
+    def __init__(self, family: FakeFamily):
+        s = family.settings
+        super().__init__(s.max_batch_size, s.max_batch_cost, s.acoustic_workers)
+        self._family = family
+
+    def batch_key(self, item: WorkItem) -> Hashable:
+        request = item.state.request
+        return (request.voice, request.speed)
+
+    def cost(self, item: WorkItem) -> int:
+        return len(item.payload)
+
+    def run(self, batch: Sequence[WorkItem]) -> list:
+        s = self._family.settings
+        time.sleep(max(s.delays.get(item.segment_index, s.item_sleep_s) for item in batch))
+        out = []
+        for item in batch:
+            if s.fail_on is not None and s.fail_on in item.payload:
+                raise RuntimeError(f"cannot say {item.payload!r}")
+            out.append(fake_audio(item.state.seed, item.segment_index, item.payload))
+        with self._family.lock:
+            self._family.completed.extend((i.state.id, i.segment_index) for i in batch)
+            self._family.batches.append(len(batch))
+        return out
+
+
+class FakeFamily(ModelFamily):
+    family = "fake"
+    warmup_text = "warm|up"
+    settings: FakeSettings
+
+    def __init__(self, name: str, settings: FakeSettings):
+        super().__init__(name, settings)
+        if settings.fail_load:
+            raise RuntimeError("bad weights")
+        self._voices = {
+            v: Voice(v, "en-US", settings.sample_rate, "fake") for v in settings.voices
+        }
+        self.lock = threading.Lock()
+        self.completed: list[tuple[str, int]] = []
+        self.batches: list[int] = []
+
+    @property
+    def voices(self) -> dict[str, Voice]:
+        return self._voices
+
+    @property
+    def default_voice(self) -> str:
+        return self.settings.voices[0]
+
+    def stages(self) -> list[Stage]:
+        return [FakeFrontend(), FakeAcoustic(self)]
+
+
+# ---- for scheduler and worker tests, without an engine -------------------------------------
+
+
+class Recorder:
+    """A `RequestState` sink that keeps every chunk and error it is handed."""
+
+    def __init__(self) -> None:
+        self.chunks: list = []
+        self.errors: list[BaseException] = []
+
+    def __call__(self, chunk, error) -> None:
+        if error is not None:
+            self.errors.append(error)
+        else:
+            self.chunks.append(chunk)
+
+
+def make_state(
+    voice: str = "alice", seed: int | None = None, speed: float = 1.0, text: str = "x"
+) -> tuple[RequestState, Recorder]:
+    """A fresh request state (arrival order = creation order) and its recording sink."""
+    request = SpeechRequest("fake", text, voice, speed=speed, seed=seed)
+    sink = Recorder()
+    return RequestState(request, seed if seed is not None else 0, 8000, sink), sink
+
+
+class KeyedStage(Stage):
+    """Batches by voice; cost = len(payload); output = the payloads it ran, as audio lengths."""
+
+    name = "keyed"
+
+    def batch_key(self, item: WorkItem) -> Hashable:
+        return item.state.request.voice
+
+    def cost(self, item: WorkItem) -> int:
+        return len(item.payload)
+
+    def run(self, batch: Sequence[WorkItem]) -> list:
+        return [np.full(len(item.payload), 0.1, np.float32) for item in batch]
+
+
+class PickyStage(Stage):
+    """Raises on the whole batch if any payload is "bad"; a payload that is an exception instance
+    is returned as that item's output (a per-item failure without raising)."""
+
+    name = "picky"
+
+    def __init__(self, raise_error: BaseException | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.calls: list[list] = []
+        self.raise_error = raise_error or ValueError("bad input")
+
+    def run(self, batch: Sequence[WorkItem]) -> list:
+        self.calls.append([item.payload for item in batch])
+        if any(item.payload == "bad" for item in batch):
+            raise self.raise_error
+        return [
+            item.payload
+            if isinstance(item.payload, Exception)
+            else np.full(len(item.payload), 0.25, np.float32)
+            for item in batch
+        ]
