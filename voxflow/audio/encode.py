@@ -32,7 +32,8 @@ def encode_audio(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
             ``pcm`` raw 16-bit LE mono; ``wav`` 44-byte header with exact RIFF/data
             sizes + 16-bit PCM; ``flac``/``mp3``/``aac``/``opus`` via PyAV (see
             :mod:`voxflow.audio.avcodec` for codecs, bitrates, rate handling and the
-            decoded length of each; ``aac`` decodes 1024..2047 samples long).
+            decoded length of each; ``aac`` decodes 0..1023 samples long, its first
+            1024 samples less exact because the encoder's priming packet is dropped).
 
     Returns:
         The file's bytes. Empty input gives a valid empty ``wav``/``pcm``/``flac``; for
