@@ -399,12 +399,6 @@ def test_stream_yields_nothing_after_it_finished(make_settings):
     assert len(chunks) == 2 and again == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aclose() of a stream whose consumer waits in Engine._admit finishes it as not "
-    "admitted; the pending _admit then takes the slot, _waiting goes to -1 and the slot is "
-    "never released, so later requests time out",
-)
 def test_aclose_from_another_task_while_waiting_for_a_slot_does_not_leak_the_slot(make_settings):
     # A server closes a stream (client gone) from another task while its consumer is still
     # waiting for an in-flight slot; the slot must come back once the consumer is admitted.

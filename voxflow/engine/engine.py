@@ -178,6 +178,10 @@ class Engine:
             )
         if not request.text.strip():
             raise InvalidRequestError("input must not be empty or only whitespace.", param="input")
+        if request.seed is not None and not 0 <= request.seed < 2**63:
+            raise InvalidRequestError(
+                f"seed must be an integer from 0 to 2**63-1, got {request.seed}.", param="seed"
+            )
         return family
 
     def submit(
@@ -213,31 +217,45 @@ class Engine:
         self._outstanding += 1
         self._waiting += 1
         self._update_gauges()
-        return SpeechStream(self, state, queue, timeout_s or cfg.request_timeout_s)
+        return SpeechStream(self, state, queue, timeout_s or cfg.request_timeout_s, internal)
 
-    async def _admit(self, state: RequestState) -> None:
-        """Wait for an in-flight slot, then hand the text to the model's first stage."""
+    async def _admit(self, stream: SpeechStream) -> None:
+        """Wait for an in-flight slot, then hand the text to the model's first stage.
+
+        A stream closed (by another task) while it waited gives its slot straight back: its
+        `_finished` already counted it as no longer waiting.
+        """
         assert self._slots is not None
         await self._slots.acquire()
+        if stream.done:
+            self._slots.release()
+            return
+        stream.admitted = True
         self._waiting -= 1
         self._update_gauges()
+        state = stream.state
         self.models[state.request.model].queues[0].put(WorkItem(state, -1, state.request.text))
 
-    def _finished(self, state: RequestState, status: str, admitted: bool) -> None:
+    def _finished(self, stream: SpeechStream, status: str) -> None:
         """Called once per stream when it ends: frees its slot, records metrics."""
-        model = state.request.model
+        state = stream.state
         if status != "ok":
             state.cancel()
-        if status in ("cancelled", "timeout"):
-            reason = "client" if status == "cancelled" else status
-            self.metrics.cancellations.labels(model, reason).inc()
-        if admitted:
+        if stream.admitted:
             assert self._slots is not None
             self._slots.release()
         else:
             self._waiting -= 1
         self._outstanding -= 1
         self._update_gauges()
+        if not stream.internal:
+            self._record(state, status)
+
+    def _record(self, state: RequestState, status: str) -> None:
+        model = state.request.model
+        if status in ("cancelled", "timeout"):
+            reason = "client" if status == "cancelled" else status
+            self.metrics.cancellations.labels(model, reason).inc()
         self.metrics.requests.labels(model, status).inc()
         if status == "ok":
             self._record_timing(model, state)

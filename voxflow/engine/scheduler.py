@@ -90,6 +90,7 @@ class StageQueue:
             heapq.heapify(live)
             self._heap = live
             self._metrics.dropped_items.labels(self.model, self.stage.name).inc(dropped)
+            self._update_depth()
 
     def _form_batch(self) -> list[WorkItem]:
         stage = self.stage

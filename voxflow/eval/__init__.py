@@ -1,0 +1,1 @@
+"""Quality checks: ASR word error rate, speaker similarity, output identity."""

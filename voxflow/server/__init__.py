@@ -1,0 +1,1 @@
+"""The HTTP server: FastAPI app factory and the OpenAI-compatible routes."""

@@ -1,0 +1,56 @@
+"""Request bodies of the OpenAI-compatible speech API.
+
+`SpeechBody` mirrors `POST /v1/audio/speech` of the OpenAI API (`model`, `input`, `voice`,
+`response_format`, `speed`, `stream_format`, `instructions`) plus `seed` and `stream` as vLLM-Omni
+and M* accept them. Types are strict: a string `seed` or a numeric `input` is a 400 naming the
+field, never coerced. Unknown fields are refused rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+
+from voxflow.audio.formats import FORMATS
+
+ResponseFormat = Literal[FORMATS]  # type: ignore[valid-type]
+
+
+class VoiceRef(BaseModel):
+    """The object form of `voice` (``{"id": "joe"}``) that newer OpenAI clients send."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: StrictStr
+
+
+class SpeechBody(BaseModel):
+    """Body of `POST /v1/audio/speech`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: StrictStr
+    input: StrictStr
+    voice: StrictStr | VoiceRef
+    response_format: ResponseFormat = "mp3"  # the OpenAI default
+    speed: Annotated[float, Field(strict=True)] = 1.0
+    stream_format: Literal["audio", "sse"] = "audio"
+    instructions: StrictStr | None = None
+    seed: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
+    stream: StrictBool = False
+
+    @field_validator("instructions")
+    @classmethod
+    def _no_instructions(cls, value: str | None) -> str | None:
+        if value:
+            raise ValueError("instructions are not supported by the models served here")
+        return value
+
+    @property
+    def voice_id(self) -> str:
+        return self.voice if isinstance(self.voice, str) else self.voice.id
+
+    @property
+    def streaming(self) -> bool:
+        """`stream: true`, or SSE, which always streams."""
+        return self.stream or self.stream_format == "sse"

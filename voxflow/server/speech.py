@@ -1,0 +1,170 @@
+"""`POST /v1/audio/speech`: validate, submit to the engine, answer whole or streamed.
+
+Every error that can be known before audio exists is answered as a proper 4xx/5xx: the handler
+waits for the first chunk before sending headers. A streamed response then carries audio as each
+segment is synthesized: raw bytes of the format (a streamed WAV has a header for unknown length)
+or, with ``stream_format: "sse"``, `speech.audio.delta` events with base64 audio and a final
+`speech.audio.done`. A client that goes away cancels its request in the engine at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from collections.abc import AsyncIterator
+
+import numpy as np
+from fastapi import Request
+from fastapi.responses import Response
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from voxflow.audio.encode import encode_audio
+from voxflow.audio.formats import content_type
+from voxflow.audio.stream import open_stream_encoder
+from voxflow.engine.engine import Engine
+from voxflow.engine.request import AudioChunk, SpeechRequest
+from voxflow.engine.stream import SpeechStream
+from voxflow.errors import InvalidRequestError, VoxflowError
+from voxflow.server.schemas import SpeechBody
+
+log = logging.getLogger(__name__)
+
+
+class CancellingStreamingResponse(StreamingResponse):
+    """A streaming response that cancels its speech stream when the client disconnects.
+
+    Under ASGI spec < 2.4 (uvicorn today) Starlette listens for `http.disconnect` and cancels
+    the response, which lands here in `finally`. Under 2.4 Starlette stops listening, so a
+    client that leaves while the engine is between chunks would go unnoticed; then this
+    response watches for the disconnect itself. Either way the stream is closed on the way out.
+    """
+
+    def __init__(self, content: AsyncIterator[bytes], stream: SpeechStream, **kwargs):
+        super().__init__(content, **kwargs)
+        self._stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        spec = scope.get("asgi", {}).get("spec_version", "2.0")
+        watcher = None
+        if tuple(map(int, spec.split("."))) >= (2, 4):
+            watcher = asyncio.create_task(self._watch_disconnect(receive))
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            await self._stream.aclose()
+            await self.body_iterator.aclose()  # type: ignore[attr-defined]
+
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                await self._stream.aclose()
+                return
+
+
+def to_engine_request(body: SpeechBody, max_input_chars: int) -> SpeechRequest:
+    """Check what the schema cannot (input length and content) and build the engine request.
+
+    Raises:
+        InvalidRequestError: empty or over-long input (param "input").
+    """
+    if not body.input.strip():
+        raise InvalidRequestError("input must not be empty or only whitespace.", param="input")
+    if len(body.input) > max_input_chars:
+        raise InvalidRequestError(
+            f"input is {len(body.input)} characters; the limit is {max_input_chars}.",
+            param="input",
+            code="input_too_long",
+        )
+    return SpeechRequest(body.model, body.input, body.voice_id, body.speed, body.seed)
+
+
+async def _first_chunk(stream: SpeechStream) -> AudioChunk:
+    try:
+        return await anext(stream)
+    except BaseException:
+        await stream.aclose()
+        raise
+
+
+async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str) -> Response:
+    chunks = [first]
+    async with stream:
+        chunks.extend([chunk async for chunk in stream])
+    audio = np.concatenate([c.samples for c in chunks]) if chunks else np.zeros(0, np.float32)
+    data = await asyncio.to_thread(encode_audio, audio, stream.sample_rate, fmt)
+    return Response(data, media_type=content_type(fmt), headers=_headers(stream))
+
+
+def _headers(stream: SpeechStream) -> dict[str, str]:
+    return {"X-Sample-Rate": str(stream.sample_rate), "X-Request-Id": stream.request_id}
+
+
+async def _audio_bytes(stream: SpeechStream, first: AudioChunk, fmt: str) -> AsyncIterator[bytes]:
+    try:
+        async for data in _encoded(stream, first, fmt):
+            yield data
+    except VoxflowError as exc:
+        # Headers are gone: the only honest signal left is a truncated body (and the log).
+        log.error("stream %s ended early: %s", stream.request_id, exc.message)
+
+
+def _sse(event: dict) -> bytes:
+    return f"data: {json.dumps(event)}\n\n".encode()
+
+
+async def _sse_events(
+    stream: SpeechStream, first: AudioChunk, fmt: str, n_chars: int
+) -> AsyncIterator[bytes]:
+    samples = 0
+    try:
+        async for data in _encoded(stream, first, fmt):
+            yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+        samples = stream.state.audio_samples
+        yield _sse({
+            "type": "speech.audio.done",
+            "usage": {
+                "input_characters": n_chars,
+                "output_audio_seconds": round(samples / stream.sample_rate, 3),
+            },
+        })
+    except VoxflowError as exc:
+        yield _sse({"type": "error", **exc.to_dict()})
+
+
+async def _encoded(stream: SpeechStream, first: AudioChunk, fmt: str) -> AsyncIterator[bytes]:
+    """Encoded bytes of each chunk as it arrives; raises the stream's error if it fails."""
+    encoder = open_stream_encoder(fmt, stream.sample_rate)
+    chunk: AudioChunk | None = first
+    while chunk is not None:
+        data = encoder.push(chunk.samples)
+        if data:
+            yield data
+        chunk = None if chunk.is_last else await anext(stream, None)
+    tail = encoder.finish()
+    if tail:
+        yield tail
+
+
+async def create_speech(body: SpeechBody, request: Request) -> Response:
+    """Handle one speech request (see the module docstring)."""
+    engine: Engine = request.app.state.engine
+    settings = request.app.state.settings
+    speech = to_engine_request(body, settings.server.max_input_chars)
+    stream = engine.submit(speech)
+    first = await _first_chunk(stream)
+    fmt = body.response_format
+    if not body.streaming:
+        return await _whole(stream, first, fmt)
+    if body.stream_format == "sse":
+        content = _sse_events(stream, first, fmt, len(body.input))
+        media = "text/event-stream"
+    else:
+        content = _audio_bytes(stream, first, fmt)
+        media = content_type(fmt)
+    return CancellingStreamingResponse(content, stream, media_type=media, headers=_headers(stream))
