@@ -89,6 +89,13 @@ def test_text_without_final_punctuation():
     assert split_sentences("One. Two three") == ["One.", "Two three"]
 
 
+def test_boundaries_only_at_whitespace_outside_cjk():
+    # pysbd splits "Stop!Go" and "!?⁂"; a boundary without a following space is ignored, so
+    # joining segments with spaces never inserts a space that was not there.
+    assert split_sentences("Stop!Go now. Then") == ["Stop!Go now.", "Then"]
+    assert split_sentences("Wait!?⁂x yes") == ["Wait!?⁂x yes"]
+
+
 def test_empty_and_unspeakable_input():
     for text in ["", "   ", "\n\n\t", "...", "!?", "🙂🙂", "— – -", "***"]:
         assert segment_text(text, 50) == [], text
@@ -174,6 +181,11 @@ def test_zalgo_marks_are_bounded():
     assert sum(unicodedata.category(ch)[0] == "M" for ch in out) <= 8
     vietnamese = "Tiếng Việt có dấu: ặ ẫ ự"
     assert normalize_text(vietnamese) == vietnamese
+
+
+def test_unsplittable_punctuation_run_is_dropped():
+    assert segment_text("word, " + "!" * 30, 20) == ["word,"]
+    assert segment_text("word " + "!" * 30, 20) == ["word" + "!" * 16]  # glued on: kept
 
 
 def test_punctuation_only_tail_is_merged_not_emitted():
@@ -447,6 +459,12 @@ def test_lists_and_headings_are_boundaries():
         "Shopping", "We need:", "eggs", "milk", "bread", "1. first", "2. second", "Done",
     ]  # fmt: skip
     assert segment_text(text, 50) == normalize_paragraphs(text)
+
+
+def test_paragraphs_with_nothing_speakable_are_dropped():
+    text = "Hello\n\n...\n\n---\n\n🙂\n\nWorld"
+    assert normalize_paragraphs(text) == ["Hello", "World"]
+    assert normalize_text(text) == "Hello World"
 
 
 # ------------------------------------------------------------------------------------------

@@ -99,8 +99,6 @@ _CHAR_MAP = str.maketrans(
 
 # Symbols (category So) that are read as words and are worth keeping.
 _KEEP_SYMBOLS = frozenset("°©")
-# Modifier symbols (Sk) kept; the rest (spacing accents, emoji skin tones) go.
-_KEEP_MODIFIERS = frozenset("^")
 # ZWNJ, ZWJ: kept only after a non-ASCII letter/mark and before a non-ASCII letter (Indic
 # conjuncts, Persian).
 _JOINERS = frozenset("\u200c\u200d")
@@ -122,7 +120,7 @@ def _char_replacement(text: str, i: int, prev: str) -> str:
     ch = text[i]
     cat = unicodedata.category(ch)
     major = cat[0]
-    if major in "LNP" or cat in ("Sc", "Sm") or ch in _KEEP_SYMBOLS or ch in _KEEP_MODIFIERS:
+    if major in "LNP" or cat in ("Sc", "Sm") or ch in _KEEP_SYMBOLS:
         return ch
     if major == "M":
         # Marks belong to the preceding letter (Devanagari vowel signs, Arabic harakat, Thai
@@ -139,8 +137,9 @@ def _char_replacement(text: str, i: int, prev: str) -> str:
         return ch if joins else ""
     if cat in ("Cc", "Cf", "Cs"):
         return ""  # controls, soft hyphen, bidi marks, BOM, zero-width space, emoji tags
-    # So (emoji, pictographs, dingbats), Sk (accents, skin tones), Co (private use), Cn
-    # (unassigned: includes emoji newer than Python's Unicode tables): a word boundary.
+    # So (emoji, pictographs, dingbats), non-ASCII Sk (spacing accents, emoji skin tones), Co
+    # (private use), Cn (unassigned: includes emoji newer than Python's Unicode tables): a word
+    # boundary. Printable ASCII never gets here and is always kept.
     return " "
 
 
@@ -215,7 +214,7 @@ _TITLES = {
     "Rep": "Representative", "Pres": "President", "Mt": "Mount",
 }  # fmt: skip
 _TITLE_RE = re.compile(r"\b(" + "|".join(_TITLES) + r")\.\s+(?=[A-Z])")
-# Ms has no period in common British usage either way; "Ms Lee" is still read "M S".
+# "Ms" without a period (British usage) is read "M S" too.
 _MS_RE = re.compile(r"\bMs\s+(?=[A-Z])")
 # Abbreviations espeak ends a sentence after when a number follows.
 _BEFORE_NUMBER = {
@@ -329,11 +328,12 @@ _ROUND_ORDINAL_RE = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)th\b")
 def _round_ordinal(m: re.Match[str]) -> str:
     n = int(m.group(1).replace(",", ""))
     if n == 0 or n % 100:
-        return m.group(0)
-    for size, name in ((1_000_000, "millionth"), (1000, "thousandth"), (100, "hundredth")):
-        if n % size == 0:
-            return f"{n // size} {name}"
-    return m.group(0)  # pragma: no cover - n % 100 == 0 guarantees a match above
+        return m.group(0)  # "5th", "21st", "110th": espeak reads them well
+    if n % 1_000_000 == 0:
+        return f"{n // 1_000_000} millionth"
+    if n % 1000 == 0:
+        return f"{n // 1000} thousandth"
+    return f"{n // 100} hundredth"
 
 
 # A number range: "3-4", "1939–1945", "$10-$20", "10 - 20%", "9:00-5:00". Not chains

@@ -192,16 +192,19 @@ def _hard_cut(s: str, start: int, bound: int) -> int:
 def _cut(s: str, start: int, limit: int, last: int) -> int:
     """End index of the next piece s[start:end] (length <= limit), given that the span runs
     past start + limit, s[start] is not a space and ``last`` is the index of the span's last
-    letter or digit: clause punctuation first, then a space, then mid-word. Cuts stay at or
-    before ``last`` when possible, so the rest is never punctuation only."""
-    bound = start + limit
-    if last > start:
-        bound = min(bound, last)
-    for finder in (_clause_cut, _space_cut):
-        end = finder(s, start, bound)
-        if end is not None:
-            return end
-    return _hard_cut(s, start, bound)
+    letter or digit: clause punctuation first, then a space, then mid-word. Clause and space
+    cuts that leave letters or digits for the rest are preferred, so the rest is not
+    punctuation only."""
+    limit_end = start + limit
+    bounds = [limit_end]
+    if start < last < limit_end:
+        bounds.insert(0, last)
+    for bound in bounds:
+        for finder in (_clause_cut, _space_cut):
+            end = finder(s, start, bound)
+            if end is not None:
+                return end
+    return _hard_cut(s, start, limit_end)
 
 
 @dataclass
