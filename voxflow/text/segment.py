@@ -305,8 +305,10 @@ def segment_text(
     Returns:
         Segments in reading order: stripped, non-empty, ``len() <= cap``, each with at least
         one letter or digit (pieces of only punctuation are merged into a neighbour when that
-        fits the cap, else dropped). Joining them with spaces gives back the normalized text
-        (modulo such dropped pieces); ``[]`` when nothing is speakable (``"🙂🙂"``).
+        fits the cap, else dropped). They are consecutive pieces of the normalized text with
+        only whitespace between them (or nothing, after CJK punctuation and at mid-word cuts):
+        no text lost, repeated or reordered, except such dropped pieces. ``[]`` when nothing
+        is speakable (``"🙂🙂"``).
 
     Raises:
         ValueError: ``max_chars < 20`` or ``first_max_chars < 10`` (or not ints).
