@@ -13,6 +13,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --no-deps 'resemblyzer==0.1.4'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
