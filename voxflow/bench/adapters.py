@@ -1,0 +1,163 @@
+"""How the bench talks to each kind of server: the request to send and how to decode the answer.
+
+Two engines, measured by the same client (`voxflow.bench.client`):
+- ``openai``: ``POST {url}/v1/audio/speech`` with the OpenAI fields (voxflow, or any server that
+  speaks the OpenAI speech API). ``pcm`` takes its rate from ``X-Sample-Rate`` when the server
+  sends it, else from `Target.sample_rate` (OpenAI's own pcm is 24 kHz).
+- ``piper-http``: piper-tts's own server (``python -m piper.http_server``), ``POST
+  {url}/synthesize`` with ``{"text": ...}``; it answers a whole WAV file, never streams and has
+  no seed.
+
+Pass-through `extras` are added to the JSON body, but never replace a field the harness owns
+(`owned_fields`): the harness's value wins and `dropped_extras` names what was ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from voxflow.bench.decode import make_decoder
+
+ENGINES = ("openai", "piper-http")
+OPENAI_PCM_RATE = 24000
+
+
+@dataclass(frozen=True)
+class Target:
+    """The server under test and the request options that do not change per request."""
+
+    engine: str
+    url: str
+    model: str = "piper"
+    voice: str = "joe"
+    fmt: str = "pcm"
+    stream: bool = True
+    sse: bool = False
+    sample_rate: int = OPENAI_PCM_RATE
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Adapter(Protocol):
+    target: Target
+    seeded: bool
+    """Whether the server honours a seed (same seed -> same audio)."""
+
+    def owned_fields(self) -> frozenset[str]: ...
+
+    def request(self, text: str, seed: int | None) -> tuple[str, dict[str, Any]]:
+        """The URL and JSON body of one request for `text`."""
+        ...
+
+    def decoder(self, response: httpx.Response):
+        """A fresh `voxflow.bench.decode` decoder for this response's body."""
+        ...
+
+    async def ready(self, client: httpx.AsyncClient) -> bool:
+        """Whether the server answers its health check now (connection errors -> False)."""
+        ...
+
+    async def info(self, client: httpx.AsyncClient) -> dict[str, Any]:
+        """What the server says about itself, for the report."""
+        ...
+
+
+def dropped_extras(adapter: Adapter) -> list[str]:
+    """The pass-through extras the harness ignores because it owns those fields."""
+    return sorted(set(adapter.target.extras) & adapter.owned_fields())
+
+
+def _body(adapter: Adapter, owned: dict[str, Any]) -> dict[str, Any]:
+    extras = {k: v for k, v in adapter.target.extras.items() if k not in adapter.owned_fields()}
+    return {**extras, **owned}
+
+
+async def _get_json(client: httpx.AsyncClient, url: str) -> Any:
+    try:
+        r = await client.get(url, timeout=10)
+        return r.json() if r.status_code == 200 else {"status_code": r.status_code}
+    except (httpx.HTTPError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+class OpenAIAdapter:
+    """The OpenAI speech API (`POST /v1/audio/speech`); health is `GET /health` == 200."""
+
+    seeded = True
+
+    def __init__(self, target: Target):
+        self.target = target
+
+    def owned_fields(self) -> frozenset[str]:
+        return frozenset({"model", "voice", "input", "response_format", "stream",
+                          "stream_format", "seed"})
+
+    def request(self, text: str, seed: int | None) -> tuple[str, dict[str, Any]]:
+        t = self.target
+        owned: dict[str, Any] = {"model": t.model, "voice": t.voice, "input": text,
+                                 "response_format": t.fmt, "stream": t.stream}
+        if t.sse:
+            owned["stream_format"] = "sse"
+        if seed is not None:
+            owned["seed"] = seed
+        return f"{t.url}/v1/audio/speech", _body(self, owned)
+
+    def decoder(self, response: httpx.Response):
+        rate = int(response.headers.get("x-sample-rate", self.target.sample_rate))
+        return make_decoder(self.target.fmt, rate, sse=self.target.sse)
+
+    async def ready(self, client: httpx.AsyncClient) -> bool:
+        try:
+            return (await client.get(f"{self.target.url}/health", timeout=5)).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    async def info(self, client: httpx.AsyncClient) -> dict[str, Any]:
+        url = self.target.url
+        return {"health": await _get_json(client, f"{url}/health"),
+                "models": await _get_json(client, f"{url}/v1/models")}
+
+
+class PiperHttpAdapter:
+    """piper-tts's HTTP server (`POST /synthesize`, a whole WAV); ready once `GET /` answers."""
+
+    seeded = False
+
+    def __init__(self, target: Target):
+        self.target = target
+
+    def owned_fields(self) -> frozenset[str]:
+        return frozenset({"text"})
+
+    def request(self, text: str, seed: int | None) -> tuple[str, dict[str, Any]]:
+        return f"{self.target.url}/synthesize", _body(self, {"text": text})
+
+    def decoder(self, response: httpx.Response):
+        return make_decoder("wav", 0)
+
+    async def ready(self, client: httpx.AsyncClient) -> bool:
+        try:
+            return (await client.get(f"{self.target.url}/", timeout=5)).status_code < 500
+        except httpx.HTTPError:
+            return False
+
+    async def info(self, client: httpx.AsyncClient) -> dict[str, Any]:
+        info = await _get_json(client, f"{self.target.url}/info")
+        if isinstance(info, dict):
+            info.pop("last", None)  # the previous utterance's phonemes: noise in a report
+        return {"info": info}
+
+
+def make_adapter(target: Target) -> Adapter:
+    """The adapter for `target.engine`.
+
+    Raises:
+        ValueError: unknown engine.
+    """
+    if target.engine == "openai":
+        return OpenAIAdapter(target)
+    if target.engine == "piper-http":
+        return PiperHttpAdapter(target)
+    raise ValueError(f"unknown engine {target.engine!r}; engines: {', '.join(ENGINES)}")

@@ -1,0 +1,106 @@
+"""Terminal tables and the JSON record of `bench run`.
+
+Every cell over several repeats is the median with its min-max range: ``0.212 [0.205-0.230]``
+(just the value when there is one sample or no spread). NaN (no successful request) prints as
+``-``. The JSON record holds every repeat's full `LevelStats`, their summaries, the gates passed
+with every load sample, and the machine and server records.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from voxflow.bench.metrics import LevelStats, Spread, merge_errors, summarize
+from voxflow.bench.runner import CaseRun
+
+RUN_COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("ttfa_p50", "TTFA p50", 3), ("ttfa_p95", "p95", 3), ("ttfa_p99", "p99", 3),
+    ("latency_p50", "latency p50", 3), ("latency_p95", "p95", 3), ("latency_p99", "p99", 3),
+    ("rtf_p50", "RTF p50", 3), ("audio_s_per_s", "audio-s/s", 2),
+    ("requests_per_s", "req/s", 2), ("stall_rate", "stall rate", 2),
+)
+"""(LevelStats field, column header, decimals) of the `bench run` table, after case/conc/ok."""
+
+
+def fmt_number(value: float, digits: int) -> str:
+    if math.isnan(value):
+        return "-"
+    if math.isinf(value):
+        return "inf"
+    return f"{value:.{digits}f}"
+
+
+def fmt_spread(s: Spread, digits: int) -> str:
+    """``median`` or ``median [lo-hi]`` (see the module docstring)."""
+    if s.n == 0:
+        return "-"
+    cell = fmt_number(s.median, digits)
+    if s.n > 1 and fmt_number(s.lo, digits) != fmt_number(s.hi, digits):
+        cell += f" [{fmt_number(s.lo, digits)}-{fmt_number(s.hi, digits)}]"
+    return cell
+
+
+def render_table(header: list[str], rows: list[list[str]]) -> str:
+    """Left-aligned text columns separated by two spaces."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in [header, *rows])
+
+
+def group_levels(runs: list[CaseRun]) -> dict[str, dict[int, list[LevelStats]]]:
+    """case -> concurrency -> that level's stats from every repeat (in run order)."""
+    grouped: dict[str, dict[int, list[LevelStats]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        for stats in run.levels:
+            grouped[run.case][stats.concurrency].append(stats)
+    return {case: dict(levels) for case, levels in grouped.items()}
+
+
+def run_table(runs: list[CaseRun]) -> str:
+    """The `bench run` table: one row per case and concurrency, times in seconds."""
+    header = ["case", "conc", "ok/sent", *[title for _, title, _ in RUN_COLUMNS], "errors"]
+    rows = []
+    for case, levels in group_levels(runs).items():
+        for c, stats in levels.items():
+            summary = summarize(stats)
+            ok, sent = sum(s.ok for s in stats), sum(s.requests for s in stats)
+            errors = merge_errors(stats)
+            rows.append([case, str(c), f"{ok}/{sent}",
+                         *[fmt_spread(summary[key], d) for key, _, d in RUN_COLUMNS],
+                         ", ".join(f"{k}: {v}" for k, v in errors.items()) or "0"])
+    return render_table(header, rows)
+
+
+def runs_record(runs: list[CaseRun]) -> dict[str, Any]:
+    """Every repeat's stats and the per-level summaries, by case and concurrency."""
+    return {
+        case: [{"concurrency": c,
+                "repeats": [s.to_dict() for s in stats],
+                "summary": {k: v.to_dict() for k, v in summarize(stats).items()},
+                "errors_by_kind": merge_errors(stats)}
+               for c, stats in levels.items()]
+        for case, levels in group_levels(runs).items()
+    }
+
+
+def gates_record(runs: list[CaseRun]) -> list[dict[str, Any]]:
+    return [r.gate.to_dict() for r in runs if r.gate is not None]
+
+
+def write_json(path: Path | str, record: dict[str, Any]) -> None:
+    """Write `record` as indented JSON (NaN and infinity as null)."""
+    Path(path).write_text(json.dumps(_finite(record), indent=2) + "\n", encoding="utf-8")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

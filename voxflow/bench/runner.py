@@ -1,0 +1,158 @@
+"""The load runner: closed-loop concurrency levels over fixed texts, warm-up excluded.
+
+A level of concurrency C keeps C requests in flight (C workers, each sending its next request
+as soon as its previous one ends) until ``per_level * C`` requests have been sent. Request ``i``
+speaks text ``i % len(texts)``, with seed ``seed + text index`` when a seed is given, so the same
+text always gets the same seed. Before each level, `SweepPlan.warmup` requests are sent at that
+level's concurrency (at most) and not measured.
+
+`run_sweep` runs every case at every level, `repeats` times (repeat outermost, so slow drift
+spreads over all levels), passing the idle gate before each case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from voxflow.bench.adapters import Adapter
+from voxflow.bench.client import Result, fetch
+from voxflow.bench.errors import BenchError
+from voxflow.bench.idle import GateResult
+from voxflow.bench.metrics import LevelStats, level_stats
+
+MIN_PER_LEVEL = 5
+"""Each level sends at least this many requests per unit of concurrency."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """A named list of input texts: one request per text."""
+
+    name: str
+    texts: tuple[str, ...]
+
+    @classmethod
+    def from_file(cls, path: Path, name: str | None = None) -> Case:
+        """One text per non-blank line of `path` (UTF-8).
+
+        Raises:
+            ValueError: unreadable file or no text in it.
+        """
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read {path}: {exc}") from None
+        texts = tuple(line.strip() for line in lines if line.strip())
+        if not texts:
+            raise ValueError(f"{path} has no text (one request per non-blank line)")
+        return cls(name or Path(path).stem, texts)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What one sweep runs (validated by the CLI; see `voxflow.bench.options`)."""
+
+    concurrency: tuple[int, ...]
+    per_level: int = MIN_PER_LEVEL
+    warmup: int = 1
+    repeats: int = 1
+    seed: int | None = None
+    timeout_s: float = 120.0
+
+    def requests(self, concurrency: int) -> int:
+        return self.per_level * concurrency
+
+
+@dataclass
+class CaseRun:
+    """One case, one repeat: the gate passed before it and each level's statistics."""
+
+    case: str
+    repeat: int
+    gate: GateResult | None
+    levels: list[LevelStats] = field(default_factory=list)
+
+
+LevelCallback = Callable[[Case, int, int, list[tuple[int, Result]]], None]
+"""Called with (case, concurrency, repeat, [(request index, result)]) after each level."""
+
+
+def http_client(max_connections: int) -> httpx.AsyncClient:
+    """The client every request of a sweep goes through (keep-alive, no proxies from the env)."""
+    limits = httpx.Limits(max_connections=max_connections,
+                          max_keepalive_connections=max_connections)
+    return httpx.AsyncClient(limits=limits, trust_env=False)
+
+
+async def run_level(
+    client: httpx.AsyncClient,
+    adapter: Adapter,
+    case: Case,
+    concurrency: int,
+    requests: int,
+    plan: SweepPlan,
+    keep_audio: bool = False,
+) -> list[tuple[int, Result]]:
+    """Send `requests` requests with `concurrency` in flight; returns them in sending order."""
+    indices = iter(range(requests))  # shared by the workers: each index is taken once
+    done: list[tuple[int, Result]] = []
+
+    async def worker() -> None:
+        for i in indices:
+            t = i % len(case.texts)
+            seed = None if plan.seed is None else plan.seed + t
+            result = await fetch(client, adapter, case.texts[t], t, seed, plan.timeout_s,
+                                 keep_audio)
+            done.append((i, result))
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, requests))))
+    return sorted(done, key=lambda pair: pair[0])
+
+
+async def run_sweep(
+    adapter: Adapter,
+    cases: list[Case],
+    plan: SweepPlan,
+    gate: Callable[[str], GateResult] | None = None,
+    on_level: LevelCallback | None = None,
+    say: Callable[[str], None] = lambda line: None,
+) -> list[CaseRun]:
+    """Every case at every level, `plan.repeats` times; `gate(label)` runs before each case.
+
+    Raises:
+        BenchError: every request of a level failed (the server is down or refuses them all).
+    """
+    runs: list[CaseRun] = []
+    async with http_client(max(plan.concurrency)) as client:
+        for repeat in range(plan.repeats):
+            for case in cases:
+                label = f"case {case.name} (repeat {repeat + 1}/{plan.repeats})"
+                passed = await asyncio.to_thread(gate, label) if gate else None
+                run = CaseRun(case.name, repeat, passed)
+                for c in plan.concurrency:
+                    if plan.warmup:
+                        await run_level(client, adapter, case, c, plan.warmup, plan)
+                    results = await run_level(client, adapter, case, c, plan.requests(c), plan,
+                                              keep_audio=on_level is not None)
+                    stats = level_stats(c, [r.timeline for _, r in results])
+                    if on_level is not None:
+                        on_level(case, c, repeat, results)
+                    say(progress_line(case.name, repeat, stats))
+                    if stats.ok == 0:
+                        raise BenchError(f"every request failed at concurrency {c} of case "
+                                         f"{case.name}: {stats.errors_by_kind}")
+                    run.levels.append(stats)
+                runs.append(run)
+    return runs
+
+
+def progress_line(case: str, repeat: int, s: LevelStats) -> str:
+    return (f"{case} c={s.concurrency} repeat {repeat + 1}: {s.ok}/{s.requests} ok, "
+            f"TTFA p50 {s.ttfa_p50:.3f} s, {s.audio_s_per_s:.2f} audio-s/s, "
+            f"RTF p50 {s.rtf_p50:.3f}, stall rate {s.stall_rate:.2f}"
+            + (f", errors {s.errors_by_kind}" if s.errors else ""))
