@@ -1,0 +1,183 @@
+"""``bench compare``: the same bench against several servers, started in rotation, with verdicts.
+
+For each start in `rotation` order the arm's server is started on a fresh port, health-polled,
+described (`Adapter.info`, and for voxflow the settings it logs at start-up), benchmarked with
+`run_sweep` (idle gate before each case) and stopped. Each arm's numbers are pooled over all its
+starts and repeats; every metric is the median with its min-max range.
+
+Verdict of arm X against the base (the first arm), per metric: ``within noise`` when the two
+ranges overlap, else ``better`` or ``worse`` by the metric's direction. With one start per arm
+the ranges are points and every difference gets a verdict: use ``--runs 3`` or more.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from voxflow.bench.adapters import Target, make_adapter
+from voxflow.bench.arms import Arm, ArmServer, free_port, rotation
+from voxflow.bench.idle import GateResult
+from voxflow.bench.machine import git_state
+from voxflow.bench.metrics import METRIC_BY_KEY, LevelStats, Spread, merge_errors, summarize
+from voxflow.bench.quality import synthesize_clips
+from voxflow.bench.report import fmt_number, fmt_spread, render_table
+from voxflow.bench.runner import Case, CaseRun, SweepPlan, http_client, run_sweep
+
+COMPARE_KEYS = ("ttfa_p50", "audio_s_per_s", "rtf_p50", "stall_rate", "errors")
+"""The metrics of the comparison table (the JSON has every metric)."""
+
+
+@dataclass
+class ArmStart:
+    """One start of one arm: where it ran, what it said about itself, and its sweep."""
+
+    arm: str
+    slot: int
+    command: str
+    url: str
+    ready_s: float
+    info: dict[str, Any]
+    runs: list[CaseRun] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arm": self.arm, "slot": self.slot, "command": self.command, "url": self.url,
+                "ready_s": self.ready_s, "info": self.info,
+                "gates": [r.gate.to_dict() for r in self.runs if r.gate is not None],
+                "levels": {r.case: [s.to_dict() for s in r.levels] for r in self.runs}}
+
+
+def logged_settings(log_path: Path) -> dict[str, Any] | None:
+    """The settings JSON a voxflow server logs at start-up (``settings: {...}``), if any."""
+    try:
+        for line in log_path.read_text(errors="replace").splitlines():
+            head, sep, tail = line.partition("settings: ")
+            if sep and tail.startswith("{"):
+                return json.loads(tail)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+async def run_compare(
+    arms: list[Arm],
+    target: Callable[[Arm, str], Target],
+    cases: list[Case],
+    plan: SweepPlan,
+    runs: int,
+    work_dir: Path,
+    gate: Callable[[str], GateResult] | None = None,
+    quality_case: Case | None = None,
+    health_timeout_s: float = 180.0,
+    say: Callable[[str], None] = lambda line: None,
+) -> list[ArmStart]:
+    """Start, bench and stop every arm `runs` times in rotation; see the module docstring.
+
+    Args:
+        target: (arm, url) -> the `Target` to bench for that arm's server.
+        quality_case: when given, each arm's first start also saves one clip per text of it
+            under ``work_dir/quality/<arm>`` (see `voxflow.bench.quality`).
+    """
+    by_name = {a.name: a for a in arms}
+    starts: list[ArmStart] = []
+    for slot, name in enumerate(rotation([a.name for a in arms], runs)):
+        arm = by_name[name]
+        port = free_port()
+        log_path = work_dir / "logs" / f"{slot:02d}-{name}.log"
+        with ArmServer(arm, port, log_path) as server:
+            adapter = make_adapter(target(arm, server.url))
+            say(f"[{slot + 1}/{runs * len(arms)}] starting {name}: {server.command}")
+            async with http_client(1) as client:
+                ready_s = await server.wait_ready(adapter, client, health_timeout_s)
+                info = await adapter.info(client)
+            settings = logged_settings(log_path)
+            if settings is not None:
+                info["settings"] = settings
+            info["git"] = git_state(arm.cwd)
+            start = ArmStart(name, slot, server.command, server.url, ready_s, info)
+            say(f"{name} ready in {ready_s:.1f} s")
+            start.runs = await run_sweep(adapter, cases, plan, gate, say=say)
+            if quality_case is not None and not any(s.arm == name for s in starts):
+                say(f"{name}: synthesizing {len(quality_case.texts)} quality clips")
+                await synthesize_clips(adapter, quality_case, work_dir / "quality" / name, plan)
+            starts.append(start)
+    return starts
+
+
+def pooled(starts: list[ArmStart]) -> dict[str, dict[str, dict[int, list[LevelStats]]]]:
+    """arm -> case -> concurrency -> stats of every start and repeat."""
+    out: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for start in starts:
+        for run in start.runs:
+            for stats in run.levels:
+                out[start.arm][run.case][stats.concurrency].append(stats)
+    return out
+
+
+def verdict(base: Spread, other: Spread, lower_is_better: bool) -> str:
+    """``better``/``worse`` for `other` against `base`, or ``within noise`` if ranges overlap."""
+    if base.n == 0 or other.n == 0:
+        return "n/a"
+    if base.overlaps(other):
+        return "within noise"
+    other_lower = other.median < base.median
+    return "better" if other_lower == lower_is_better else "worse"
+
+
+def ratio(base: Spread, other: Spread) -> float:
+    """other / base of the medians; NaN when undefined (0/0 or no data), inf for x/0."""
+    if base.n == 0 or other.n == 0 or (base.median == 0 and other.median == 0):
+        return float("nan")
+    return other.median / base.median if base.median else math.inf
+
+
+def comparison(starts: list[ArmStart], arms: list[str]) -> dict[str, Any]:
+    """Per case, concurrency and metric: each arm's spread, and ratio and verdict vs the base."""
+    data = pooled(starts)
+    base, others = arms[0], arms[1:]
+    result: dict[str, Any] = {}
+    for case, levels in data[base].items():
+        rows = []
+        for c in sorted(levels):
+            summaries = {arm: summarize(data[arm][case][c]) for arm in arms}
+            row: dict[str, Any] = {"concurrency": c, "arms": {}, "errors_by_kind": {}}
+            for arm in arms:
+                row["arms"][arm] = {k: v.to_dict() for k, v in summaries[arm].items()}
+                row["errors_by_kind"][arm] = merge_errors(data[arm][case][c])
+            row["vs_base"] = {
+                arm: {key: {"ratio": ratio(summaries[base][key], summaries[arm][key]),
+                            "verdict": verdict(summaries[base][key], summaries[arm][key],
+                                               METRIC_BY_KEY[key].lower_is_better)}
+                      for key in METRIC_BY_KEY}
+                for arm in others
+            }
+            rows.append(row)
+        result[case] = rows
+    return result
+
+
+def comparison_table(result: dict[str, Any], arms: list[str]) -> str:
+    """The terminal table: one row per case, concurrency and metric of `COMPARE_KEYS`."""
+    base, others = arms[0], arms[1:]
+    header = ["case", "conc", "metric", f"{base} (base)", *others]
+    for arm in others:
+        header += [f"{arm}/{base}", f"verdict {arm}"] if len(others) > 1 else [
+            f"{arm}/{base}", "verdict"]
+    rows = []
+    for case, levels in result.items():
+        for row in levels:
+            for key in COMPARE_KEYS:
+                metric = METRIC_BY_KEY[key]
+                cells = [case, str(row["concurrency"]), metric.label]
+                for arm in arms:
+                    cells.append(fmt_spread(Spread(**row["arms"][arm][key]), metric.digits))
+                for arm in others:
+                    vs = row["vs_base"][arm][key]
+                    cells += [fmt_number(vs["ratio"], 2), vs["verdict"]]
+                rows.append(cells)
+    return render_table(header, rows)
