@@ -1,0 +1,216 @@
+"""What ``voxflow bench run`` and ``voxflow bench compare`` do with their parsed options.
+
+Progress goes to stderr, the table to stdout, the full record to ``--out``. Exit status: 0; 1
+when a server fails or every request of a level fails, or ``--check`` finds runs that differ;
+2 for a usage error; 3 when the machine stays busy (see `voxflow.bench.errors`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from voxflow import __version__
+from voxflow.bench import options
+from voxflow.bench.adapters import Adapter, dropped_extras, make_adapter
+from voxflow.bench.arms import Arm, parse_arm
+from voxflow.bench.check import run_check
+from voxflow.bench.compare import comparison, comparison_table, run_compare
+from voxflow.bench.errors import EXIT_FAILED, EXIT_USAGE, BenchError
+from voxflow.bench.idle import GateResult, LoadSource, PsutilLoad, wait_idle
+from voxflow.bench.machine import git_state, machine_record
+from voxflow.bench.report import gates_record, run_table, runs_record, write_json
+from voxflow.bench.runner import Case, run_sweep
+from voxflow.eval.clips import write_clip
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def make_load_source() -> LoadSource:
+    """The load source of the idle gate (tests replace this with a fake)."""
+    return PsutilLoad()
+
+
+def make_gate(args: argparse.Namespace) -> Callable[[str], GateResult]:
+    """``gate(label)``: wait for an idle machine as the options say, and report it."""
+    source, policy = make_load_source(), options.policy_from(args)
+
+    def gate(label: str) -> GateResult:
+        say(f"idle gate before {label} ...")
+        result = wait_idle(source, policy, label, allow_busy=args.allow_busy)
+        last = result.samples[-1]
+        state = "idle" if result.idle else "BUSY (measuring anyway: --allow-busy)"
+        say(f"idle gate: {state} after {result.waited_s:.0f} s (CPU by others "
+            f"{last.cpu_pct:.0f}%" + (f", GPU {last.gpu_pct:.0f}%" if last.gpu_pct is not None
+                                     else "") + ")")
+        return result
+
+    return gate
+
+
+def _inputs(args: argparse.Namespace) -> list[Case]:
+    try:
+        return options.cases_from(args)
+    except ValueError as exc:
+        raise BenchError(str(exc), EXIT_USAGE) from None
+
+
+def _warn_dropped(adapter: Adapter) -> list[str]:
+    dropped = dropped_extras(adapter)
+    if dropped:
+        say(f"ignoring --extra {', '.join(dropped)}: the harness sets these fields itself")
+    return dropped
+
+
+def _header(args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    return {
+        "tool": f"voxflow bench {kind}", "voxflow_version": __version__,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv,
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                    if not callable(v)},
+        "machine": machine_record(),
+    }
+
+
+# ---- bench run ----------------------------------------------------------------------------------
+def audio_saver(folder: Path):
+    """An `on_level` callback that writes each measured request's audio under `folder`."""
+    def save(case: Case, concurrency: int, repeat: int, results) -> None:
+        level_dir = folder / case.name / f"c{concurrency}-r{repeat + 1}"
+        level_dir.mkdir(parents=True, exist_ok=True)
+        for i, result in results:
+            t = result.timeline
+            if t.ok and result.audio is not None:
+                write_clip(level_dir / f"{t.text_index:03d}_{i:04d}.wav", result.audio,
+                           t.sample_rate)
+    return save
+
+
+async def _server_info(adapter: Adapter) -> dict[str, Any]:
+    from voxflow.bench.runner import http_client
+
+    async with http_client(1) as client:
+        if not await adapter.ready(client):
+            raise BenchError(f"{adapter.target.url} does not answer its health check "
+                             f"({adapter.target.engine})", EXIT_FAILED)
+        return await adapter.info(client)
+
+
+def bench_run(args: argparse.Namespace) -> int:
+    """``voxflow bench run``: one server, a concurrency sweep (or ``--check N``)."""
+    adapter = make_adapter(options.target_from(args, args.engine, args.url))
+    cases, plan = _inputs(args), options.plan_from(args)
+    dropped = _warn_dropped(adapter)
+    record = _header(args, "run")
+    record["server"] = {"engine": args.engine, "url": adapter.target.url,
+                        "seeded": adapter.seeded, "info": asyncio.run(_server_info(adapter)),
+                        "git": git_state(args.server_repo)}
+    record["dropped_extras"] = dropped
+    if args.check:
+        return _check(args, adapter, cases, plan, record)
+    saver = audio_saver(args.save_audio_dir) if args.save_audio_dir else None
+    runs = asyncio.run(run_sweep(adapter, cases, plan, make_gate(args), saver, say))
+    table = run_table(runs)
+    print(table)
+    record.update(gates=gates_record(runs), busy=any(not r.gate.idle for r in runs if r.gate),
+                  cases=runs_record(runs), table=table)
+    if args.out:
+        write_json(args.out, record)
+        say(f"wrote {args.out}")
+    return 0
+
+
+def _check(args, adapter: Adapter, cases: list[Case], plan, record: dict[str, Any]) -> int:
+    if not adapter.seeded:
+        say(f"note: {args.engine} takes no seed; its runs are expected to differ")
+    plan = replace(plan, seed=plan.seed if plan.seed is not None else 0)
+    report = asyncio.run(run_check(adapter, cases, args.check, plan, say=print))
+    differing = report.differing()
+    for case, texts in differing.items():
+        print(f"DIFFERENT: case {case}: runs differ on texts {texts}")
+    if not differing:
+        print(f"identical: every case gave the same audio in all {args.check} runs")
+    record["check"] = report.to_dict()
+    if args.out:
+        write_json(args.out, record)
+    return EXIT_FAILED if differing else 0
+
+
+# ---- bench compare ------------------------------------------------------------------------------
+def _arms(args: argparse.Namespace) -> list[Arm]:
+    try:
+        arms = [parse_arm(text, args.engine) for text in args.arms]
+    except ValueError as exc:
+        raise BenchError(str(exc), EXIT_USAGE) from None
+    names = [a.name for a in arms]
+    if not 2 <= len(arms) <= 3 or len(set(names)) != len(names):
+        raise BenchError(f"give two or three --arm with different names, got {names}",
+                         EXIT_USAGE)
+    folders = dict(args.arm_cwd)
+    unknown = set(folders) - set(names)
+    if unknown:
+        raise BenchError(f"--arm-cwd names no arm: {', '.join(sorted(unknown))}", EXIT_USAGE)
+    return [replace(a, cwd=folders.get(a.name)) for a in arms]
+
+
+def _stop_on_sigterm() -> Callable[[], None]:
+    """Turn SIGTERM into KeyboardInterrupt so arm servers are stopped; returns the undo."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+def bench_compare(args: argparse.Namespace) -> int:
+    """``voxflow bench compare``: start arms in rotation, bench each, print verdicts."""
+    arms, cases, plan = _arms(args), _inputs(args), options.plan_from(args)
+    names = [a.name for a in arms]
+    work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="voxflow-compare-"))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    say(f"logs and clips under {work_dir}")
+    quality_case = cases[-1] if args.quality else None
+    record = _header(args, "compare")
+    record["arms"] = [{"name": a.name, "engine": a.engine, "command": a.command, "cwd": a.cwd}
+                      for a in arms]
+
+    def target(arm: Arm, url: str):
+        return options.target_from(args, arm.engine, url)
+
+    undo = _stop_on_sigterm()
+    try:
+        starts = asyncio.run(run_compare(
+            arms, target, cases, plan, args.runs, work_dir, make_gate(args), quality_case,
+            args.health_timeout, say))
+    finally:
+        undo()
+    result = comparison(starts, names)
+    table = comparison_table(result, names)
+    print(table)
+    record.update(starts=[s.to_dict() for s in starts], comparison=result, table=table,
+                  busy=any(not r.gate.idle for s in starts for r in s.runs if r.gate))
+    if quality_case is not None:
+        from voxflow.bench.quality import quality_report
+
+        say("quality: transcribing and embedding each arm's clips")
+        folders = {n: work_dir / "quality" / n for n in names}
+        try:
+            record["quality"] = quality_report(folders, quality_case, args.ref)
+        except ValueError as exc:
+            raise BenchError(f"quality: {exc}", EXIT_FAILED) from None
+        print(f"\nquality ({quality_case.name}, {len(quality_case.texts)} texts; speaker "
+              f"reference: {record['quality']['reference']})")
+        print(record["quality"]["table"])
+    if args.out:
+        write_json(args.out, record)
+        say(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,210 @@
+"""The options of ``voxflow bench run`` and ``voxflow bench compare``, validated at parsing.
+
+A bad value (``--repeats 0``, ``--concurrency 1,x``, an unknown ``--case``) is a usage error
+(exit 2) before anything is started. The values turn into the typed objects the bench runs on:
+`Target`, `Case` list, `SweepPlan`, `IdlePolicy`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import yaml
+
+from voxflow.audio.formats import FORMATS
+from voxflow.bench.adapters import OPENAI_PCM_RATE, Target
+from voxflow.bench.idle import IdlePolicy
+from voxflow.bench.runner import MIN_PER_LEVEL, Case, SweepPlan
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+CASES = {"line": "case_line.txt", "paragraph": "case_paragraph.txt", "script": "case_script.txt"}
+"""``--case`` name -> file in `DATA_DIR`: one line, a five-sentence paragraph, a 20-sentence
+script (each file is one request)."""
+DEFAULT_SENTENCES = DATA_DIR / "sentences.txt"
+DEFAULT_CONCURRENCY = "1,4,8,16"
+DEFAULT_IDLE_TIMEOUT_S = 600.0
+
+
+def positive_int(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def per_level(text: str) -> int:
+    value = _int(text)
+    if value < MIN_PER_LEVEL:
+        raise argparse.ArgumentTypeError(
+            f"must be at least {MIN_PER_LEVEL} (requests per level = this x concurrency), "
+            f"got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def concurrency_list(text: str) -> tuple[int, ...]:
+    """``"1,4,8"`` -> (1, 4, 8): positive, no duplicates, in the given order."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        levels = tuple(int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"concurrency must be a comma-separated list of positive integers, got {text!r}"
+        ) from None
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError(f"every concurrency must be at least 1, got {text!r}")
+    if len(set(levels)) != len(levels):
+        raise argparse.ArgumentTypeError(f"concurrency levels repeat in {text!r}")
+    return levels
+
+
+def case_names(text: str) -> list[str]:
+    """``"line,script"`` -> ["line", "script"], each a key of `CASES`."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CASES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown case {', '.join(unknown) or repr(text)}; cases: {', '.join(CASES)}")
+    return names
+
+
+def extra_field(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` with VALUE read as YAML (``speed=1.2`` -> ("speed", 1.2))."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"extra field must be KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read the value of {key}: {exc}") from None
+
+
+def named_folder(text: str) -> tuple[str, str]:
+    """``NAME=DIR`` -> (NAME, DIR)."""
+    name, sep, folder = text.partition("=")
+    if not sep or not name.strip() or not folder.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=DIR, got {text!r}")
+    return name.strip(), folder.strip()
+
+
+# ---- option groups ------------------------------------------------------------------------------
+def add_request_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("requests")
+    g.add_argument("--model", default="piper", help="model field of each request (piper)")
+    g.add_argument("--voice", default="joe", help="voice field of each request (joe)")
+    g.add_argument("--format", dest="fmt", default="pcm", choices=FORMATS,
+                   help="response_format (pcm: exact sample timing; compressed formats are "
+                   "decoded by re-decoding the bytes so far, which costs client CPU)")
+    g.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
+                   help="ask for streamed audio (default: on; piper-http never streams)")
+    g.add_argument("--sse", action="store_true", help="stream_format sse (implies streaming)")
+    g.add_argument("--sample-rate", type=positive_int, default=OPENAI_PCM_RATE,
+                   help="Hz of pcm when the server sends no X-Sample-Rate "
+                   f"({OPENAI_PCM_RATE}, as OpenAI)")
+    g.add_argument("--extra", type=extra_field, action="append", default=[],
+                   metavar="KEY=VALUE", help="extra JSON body field (VALUE read as YAML); "
+                   "never replaces a field the harness sets (model, voice, input, "
+                   "response_format, stream, stream_format, seed; text for piper-http)")
+    g.add_argument("--seed", type=non_negative_int,
+                   help="request i gets seed SEED + its text index (default: no seed; "
+                   "--check uses 0)")
+    g.add_argument("--timeout", type=positive_float, default=120.0,
+                   help="seconds a request may take (120)")
+
+
+def add_input_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("inputs (default: --sentences benchmarks/data/sentences.txt)")
+    g.add_argument("--sentences", type=Path, metavar="FILE",
+                   help="one request per non-blank line")
+    g.add_argument("--case", dest="cases", type=case_names, action="append", default=[],
+                   metavar="NAME", help=f"{', '.join(CASES)} (benchmarks/data/case_NAME.txt); "
+                   "comma-separated or repeated")
+
+
+def add_sweep_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("load")
+    g.add_argument("--concurrency", type=concurrency_list, default=DEFAULT_CONCURRENCY,
+                   help=f"requests in flight, a sweep ({DEFAULT_CONCURRENCY})")
+    g.add_argument("--per-level", type=per_level, default=MIN_PER_LEVEL, metavar="K",
+                   help=f"requests per level = K x concurrency (K >= {MIN_PER_LEVEL}; "
+                   f"{MIN_PER_LEVEL})")
+    g.add_argument("--warmup", type=non_negative_int, default=1, metavar="N",
+                   help="unmeasured requests before each level (1)")
+    g.add_argument("--repeats", type=positive_int, default=1, metavar="N",
+                   help="run the whole sweep N times; report medians with ranges (1)")
+
+
+def add_gate_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("idle gate")
+    g.add_argument("--allow-busy", action="store_true",
+                   help="measure even if the machine does not become idle (recorded)")
+    g.add_argument("--idle-timeout", type=positive_float, default=DEFAULT_IDLE_TIMEOUT_S,
+                   metavar="S", help="seconds to wait for an idle machine before each case "
+                   f"({DEFAULT_IDLE_TIMEOUT_S:.0f})")
+    g.add_argument("--idle-cpu-max", type=positive_float, default=10.0, metavar="PCT",
+                   help="most CPU %% of all cores other processes may use (10)")
+    g.add_argument("--idle-gpu-max", type=positive_float, default=3.0, metavar="PCT",
+                   help="most GPU utilization %% (3)")
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output")
+    g.add_argument("--out", type=Path, metavar="FILE.json", help="write the full record here")
+
+
+# ---- typed values from parsed options -----------------------------------------------------------
+def target_from(args: argparse.Namespace, engine: str, url: str) -> Target:
+    return Target(
+        engine=engine, url=url.rstrip("/"), model=args.model, voice=args.voice, fmt=args.fmt,
+        stream=args.stream or args.sse, sse=args.sse, sample_rate=args.sample_rate,
+        extras=dict(args.extra),
+    )
+
+
+def cases_from(args: argparse.Namespace) -> list[Case]:
+    """The cases named by ``--case`` and ``--sentences``; the default sentences file if none.
+
+    Raises:
+        ValueError: a file is missing, unreadable or has no text.
+    """
+    names = [n for group in args.cases for n in group]
+    cases = [Case.from_file(DATA_DIR / CASES[n], n) for n in dict.fromkeys(names)]
+    if args.sentences is not None or not cases:
+        cases.append(Case.from_file(args.sentences or DEFAULT_SENTENCES))
+    return cases
+
+
+def plan_from(args: argparse.Namespace) -> SweepPlan:
+    return SweepPlan(
+        concurrency=args.concurrency, per_level=args.per_level, warmup=args.warmup,
+        repeats=args.repeats, seed=args.seed, timeout_s=args.timeout,
+    )
+
+
+def policy_from(args: argparse.Namespace) -> IdlePolicy:
+    return IdlePolicy(cpu_max_pct=args.idle_cpu_max, gpu_max_pct=args.idle_gpu_max,
+                      timeout_s=args.idle_timeout)
