@@ -3,8 +3,12 @@
 Text is normalized and split into segments by `voxflow.text.segment` (sentences; long ones cut
 at clause punctuation, then whitespace; the first capped shorter for time to first audio). Each
 segment is phonemized by espeak-ng; espeak may split a segment further at its own sentence ends,
-and each such sentence becomes one segment. Ids follow piper's scheme: BOS, PAD, then each
-phoneme followed by PAD, then EOS (`piper.phoneme_ids.phonemes_to_ids`).
+and each such sentence becomes one segment. A sentence longer than `max_phonemes` phonemes is cut
+at word boundaries (spaces) into pieces of at most that many: characters alone do not bound the
+work, since espeak may read one character as several words (a CJK character in an English voice
+is "Chinese letter ..."), and one huge segment would hold a worker for a minute.
+Ids follow piper's scheme: BOS, PAD, then each phoneme followed by PAD, then EOS
+(`piper.phoneme_ids.phonemes_to_ids`).
 """
 
 from __future__ import annotations
@@ -48,8 +52,30 @@ def phonemize(config: PiperConfig, text: str) -> list[list[str]]:
         )
 
 
+def split_phonemes(phonemes: list[str], max_phonemes: int) -> list[list[str]]:
+    """Cut a phoneme sequence into pieces of at most `max_phonemes`, at spaces when possible.
+
+    A piece ends after the last space that keeps it within the cap; a run with no space longer
+    than the cap is cut at the cap. Concatenating the pieces gives `phonemes` back.
+    """
+    pieces: list[list[str]] = []
+    start = 0
+    while len(phonemes) - start > max_phonemes:
+        window = phonemes[start : start + max_phonemes]
+        spaces = [i for i, p in enumerate(window) if p == " "]
+        cut = spaces[-1] + 1 if spaces and spaces[-1] > 0 else max_phonemes
+        pieces.append(phonemes[start : start + cut])
+        start += cut
+    pieces.append(phonemes[start:])
+    return pieces
+
+
 def text_to_segments(
-    config: PiperConfig, text: str, max_chars: int, first_max_chars: int | None
+    config: PiperConfig,
+    text: str,
+    max_chars: int,
+    first_max_chars: int | None,
+    max_phonemes: int = 400,
 ) -> list[PhonemeSegment]:
     """Split, phonemize and map `text` to id segments; empty sentences are dropped.
 
@@ -58,9 +84,10 @@ def text_to_segments(
     """
     segments: list[PhonemeSegment] = []
     for piece in segment_text(text, max_chars, first_max_chars):
-        for phonemes in phonemize(config, piece):
-            if not any(p.strip() for p in phonemes):
-                continue
-            ids = phonemes_to_ids(phonemes, config.phoneme_id_map)
-            segments.append(PhonemeSegment(piece, np.asarray(ids, dtype=np.int64)))
+        for sentence in phonemize(config, piece):
+            for phonemes in split_phonemes(sentence, max_phonemes):
+                if not any(p.strip() for p in phonemes):
+                    continue
+                ids = phonemes_to_ids(phonemes, config.phoneme_id_map)
+                segments.append(PhonemeSegment(piece, np.asarray(ids, dtype=np.int64)))
     return segments

@@ -79,7 +79,8 @@ class PiperFrontendStage(Stage):
         for item in batch:
             voice = self._family.voice_models[item.state.request.voice]
             segments = text_to_segments(
-                voice.piper_config, item.payload, s.max_segment_chars, s.first_segment_chars
+                voice.piper_config, item.payload, s.max_segment_chars, s.first_segment_chars,
+                s.max_segment_phonemes,
             )
             if not segments:
                 segments = InvalidRequestError(

@@ -29,6 +29,9 @@ class PiperSettings(BaseModel):
     max_batch_phonemes: int = Field(2048, ge=64)
     # Segments are sentences, and pieces of long sentences at most this many characters.
     max_segment_chars: int = Field(300, ge=20, le=2000)
+    # ...and at most this many phonemes (cut at word boundaries): espeak can read one character
+    # as several words, so characters alone do not bound a segment's synthesis time.
+    max_segment_phonemes: int = Field(400, ge=32, le=4000)
     # The first segment of a request is capped shorter, for time to first audio; null = no cap.
     first_segment_chars: int | None = Field(120, ge=10)
     # First guess of prior-noise frames per phoneme id at length_scale 1 (retried larger if short).
