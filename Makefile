@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 CONFIG ?= configs/piper.yaml
+HOST ?= 127.0.0.1
+PORT ?= 8000
 
 .PHONY: serve test lint install clean
 
@@ -20,7 +22,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 install: $(STAMP)
 
 serve: $(STAMP)
-	$(BIN)/voxflow serve --config $(CONFIG) --host 127.0.0.1 --port 8000
+	$(BIN)/voxflow serve --config $(CONFIG) --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
 	$(BIN)/ruff check voxflow tests

@@ -299,6 +299,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = load_cli_settings(args, after={k: v for k, v in flags.items() if v is not None})
     configure_logging(settings.server.log_level)
     log.info("settings: %s", settings.model_dump_json())
+    _check_port_free(settings.server.host, settings.server.port)
 
     import uvicorn
 
@@ -309,8 +310,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=settings.server.host,
         port=settings.server.port,
         log_level=settings.server.log_level,
+        timeout_graceful_shutdown=settings.server.shutdown_grace_s,
     )
     return 0
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fail before loading any model when the address is taken (uvicorn would only find out
+    after the models loaded and warmed up, and exit with its own status 3)."""
+    import socket
+
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 # ---- speak --------------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ class ServerSettings(_Strict):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # The OpenAI speech API's input limit, in characters.
     max_input_chars: int = Field(4096, ge=1, le=1_000_000)
+    # On shutdown, seconds to let open responses finish before they are cut.
+    shutdown_grace_s: float = Field(10.0, ge=0)
 
 
 class EngineSettings(_Strict):
@@ -141,7 +143,8 @@ def load_settings(path: str | Path | None, overrides: dict[str, Any] | None = No
             raise ConfigError(f"config file {p} is not valid YAML: {exc}") from exc
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {p} must hold a mapping at the top level")
-        tree = loaded
+        # A file that names no models serves the default one, like no file at all.
+        tree = {"models": tree["models"], **loaded}
     for key, value in (overrides or {}).items():
         try:
             _set_dotted(tree, key, value)

@@ -249,7 +249,7 @@ def test_serve_maps_flags_and_logs_the_settings_as_json(capsys, monkeypatch) -> 
     logged = next(line for line in err.splitlines() if "settings: {" in line)
     as_json = json.loads(logged.split("settings: ", 1)[1])
     assert as_json["server"] == {"host": "0.0.0.0", "port": 9123, "log_level": "info",
-                                 "max_input_chars": 4096}
+                                 "max_input_chars": 4096, "shutdown_grace_s": 10.0}
     assert as_json["models"][0]["options"]["default_voice"] == "joe"
 
 
