@@ -41,6 +41,26 @@ def test_disconnect_after_first_chunk_stops_work(joe_server):
     assert joe_server.engine.health()["inflight_requests"] == 0
 
 
+def test_whole_file_request_whose_client_leaves_is_cancelled(joe_server):
+    # Regression: a non-streamed request went on synthesizing all of its text after the
+    # client disconnected, and was counted as ok.
+    script = data_file("case_script.txt").read_text()
+    client = {"model": "piper", "reason": "client"}
+    before = joe_server.metric("voxflow_cancellations_total", client)
+    before_run = acoustic(joe_server, "voxflow_stage_items_total")
+    body = {"model": "piper", "voice": "joe", "input": script, "response_format": "pcm",
+            "speed": 0.5}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{joe_server.url}/v1/audio/speech", json=body, timeout=0.5)
+    deadline = time.monotonic() + 30
+    while joe_server.metric("voxflow_cancellations_total", client) == before:
+        assert time.monotonic() < deadline, "cancellation never recorded"
+        time.sleep(0.05)
+    time.sleep(1.0)
+    assert acoustic(joe_server, "voxflow_stage_items_total") - before_run < 10
+    assert joe_server.engine.health()["inflight_requests"] == 0
+
+
 def test_over_capacity_gets_429_with_retry_after():
     live = start_server({"engine.max_inflight_requests": 1, "engine.max_queued_requests": 0,
                          "engine.retry_after_s": 3})
@@ -77,5 +97,25 @@ def test_request_past_timeout_gets_504():
         assert r.json()["error"]["code"] == "timeout"
         assert live.metric("voxflow_cancellations_total",
                            {"model": "piper", "reason": "timeout"}) == 1
+    finally:
+        live.stop()
+
+
+def test_stream_that_times_out_midway_ends_as_an_error_not_a_clean_file():
+    # Regression: a streamed body cut short by the timeout ended with a clean final chunk, so
+    # the client could not tell a truncated file from a complete one.
+    live = start_server({"engine.request_timeout_s": 1.5})
+    try:
+        script = data_file("case_script.txt").read_text()
+        body = {"model": "piper", "voice": "joe", "input": script, "response_format": "pcm",
+                "stream": True}
+        received = 0
+        with pytest.raises(httpx.RemoteProtocolError):
+            with httpx.stream("POST", f"{live.url}/v1/audio/speech", json=body, timeout=60) as r:
+                assert r.status_code == 200
+                for piece in r.iter_raw():
+                    received += len(piece)
+        assert received > 0
+        assert httpx.get(f"{live.url}/health").status_code == 200
     finally:
         live.stop()

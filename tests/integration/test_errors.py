@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -42,13 +44,20 @@ CASES = [
     ("unknown field", {"temperature": 0.3}, 400, "temperature", "temperature"),
     ("only emoji", {"input": "🙂🙂 🎉"}, 400, "input", "speakable"),
     ("instructions", {"instructions": "whisper"}, 400, "instructions", "instructions"),
+    # Regression: a lone surrogate quoted back in the message could not be encoded -> 500.
+    ("lone surrogate voice", {"voice": "\ud800"}, 400, "voice", "not a voice"),
+    ("lone surrogate model", {"model": "\ud800"}, 404, "model", "does not exist"),
+    ("voice id not a string", {"voice": {"id": 5}}, 400, "voice", '{"id": string}'),
+    ("voice object extra key", {"voice": {"id": "joe", "x": 1}}, 400, "voice", '{"id": string}'),
 ]
 
 
 @pytest.mark.parametrize("name,change,status,param,needle", CASES, ids=[c[0] for c in CASES])
 def test_bad_field(joe_server, name, change, status, param, needle):
-    body = {**GOOD, **change}
-    r = httpx.post(f"{joe_server.url}/v1/audio/speech", json=body, timeout=60)
+    # json.dumps escapes non-ASCII, so a lone surrogate travels as the JSON escape "\ud800".
+    content = json.dumps({**GOOD, **change}).encode()
+    r = httpx.post(f"{joe_server.url}/v1/audio/speech", content=content,
+                   headers={"content-type": "application/json"}, timeout=60)
     assert_error(r, status, param, needle)
     still_healthy(joe_server.url)
 
@@ -68,9 +77,24 @@ def test_malformed_json(joe_server):
     still_healthy(joe_server.url)
 
 
+def test_voice_as_object_is_accepted(joe_server):
+    body = {**GOOD, "voice": {"id": "joe"}}
+    r = httpx.post(f"{joe_server.url}/v1/audio/speech", json=body, timeout=60)
+    assert r.status_code == 200 and len(r.content) > 1000
+
+
+@pytest.mark.parametrize("content", [b"[1, 2]", b'"text"', b"null"], ids=["list", "str", "null"])
+def test_body_that_is_not_an_object(joe_server, content):
+    r = httpx.post(f"{joe_server.url}/v1/audio/speech", content=content,
+                   headers={"content-type": "application/json"}, timeout=60)
+    assert_error(r, 400, None, "JSON object")
+
+
 def test_unknown_route_and_method(joe_server):
     assert_error(httpx.get(f"{joe_server.url}/v1/nothing"), 404, None, "Not Found")
-    assert_error(httpx.get(f"{joe_server.url}/v1/audio/speech"), 405, None, "Method Not Allowed")
+    r = httpx.get(f"{joe_server.url}/v1/audio/speech")
+    assert_error(r, 405, None, "Method Not Allowed")
+    assert r.headers["allow"] == "POST"
 
 
 def test_voices_of_unknown_model(joe_server):

@@ -28,7 +28,7 @@ from voxflow.errors import (
     ModelNotFoundError,
     OverloadedError,
 )
-from voxflow.models.base import ModelFamily, WorkItem
+from voxflow.models.base import ModelFamily, WorkItem, match_language
 from voxflow.models.registry import family_class
 
 log = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ class Engine:
         return served.family
 
     def validate(self, request: SpeechRequest) -> ModelFamily:
-        """Check model, voice, speed and text; returns the family.
+        """Check model, voice, language, speed and text; returns the family.
 
         Raises:
             ModelNotFoundError, InvalidRequestError (param names the field), EngineNotReadyError.
@@ -171,6 +171,15 @@ class Engine:
                 param="voice",
                 code="voice_not_found",
             )
+        if request.language is not None:
+            spoken = family.languages(request.voice)
+            if match_language(request.language, spoken) is None:
+                raise InvalidRequestError(
+                    f"Voice '{request.voice}' of model '{request.model}' does not speak "
+                    f"language '{request.language}'; it speaks: {', '.join(spoken)}.",
+                    param="language",
+                    code="unsupported_language",
+                )
         if not SPEED_MIN <= request.speed <= SPEED_MAX:
             raise InvalidRequestError(
                 f"speed must be between {SPEED_MIN} and {SPEED_MAX}, got {request.speed}.",

@@ -49,6 +49,7 @@ class SpeechRequest:
         speed: playback speed factor, 0.25 to 4.0 (1.0 = the voice's natural rate).
         seed: when given, the audio is byte-identical on every run; None = fresh randomness.
         request_id: unique id (a uuid4 hex by default).
+        language: BCP-47-ish tag of the text ("en", "ja-JP"); None = the family decides.
     """
 
     model: str
@@ -57,6 +58,7 @@ class SpeechRequest:
     speed: float = 1.0
     seed: int | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    language: str | None = None
 
 
 # Signature of the sink a RequestState pushes to: (chunk or None, error or None).

@@ -69,6 +69,8 @@ class SpeechStream:
             if not self.admitted:
                 await self._wait(self._engine._admit(self))
             chunk, error = await self._wait(self._queue.get())
+            if self._closed:  # woken by aclose() from another task
+                raise StopAsyncIteration
         except TimeoutError:
             self._finish("timeout")
             raise RequestTimeoutError(self._timeout_s) from None
@@ -94,6 +96,11 @@ class SpeechStream:
             return [chunk async for chunk in self]
 
     @property
+    def closed(self) -> bool:
+        """True once `aclose()` was called (client gone, or the consumer stopped early)."""
+        return self._closed
+
+    @property
     def done(self) -> bool:
         """True once the stream ended: last chunk, error, timeout or close."""
         return self._done
@@ -111,3 +118,4 @@ class SpeechStream:
         self._closed = True
         if not self._done:
             self._finish("cancelled")
+            self._queue.put_nowait((None, None))  # wake a consumer waiting for the next chunk

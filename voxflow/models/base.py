@@ -135,6 +135,24 @@ class ModelFamily(ABC):
     def stages(self) -> list[Stage]:
         """The ordered stages; the first fans out into segments, the last yields audio."""
 
+    def languages(self, voice_id: str) -> tuple[str, ...]:
+        """Language tags `voice_id` can speak, its own first (default: only its own)."""
+        return (self.voices[voice_id].language,)
+
     def describe(self) -> dict[str, Any]:
         """Extra facts for `/v1/models` and the start-up log."""
         return {}
+
+
+def match_language(requested: str, supported: Sequence[str]) -> str | None:
+    """The first of `supported` that the tag `requested` names, or None.
+
+    Tags match when equal or when one is the other's primary subtag ("en" names "en-US",
+    "ja-JP" names "ja"), ignoring case and "_" vs "-".
+    """
+    tag = requested.strip().lower().replace("_", "-")
+    for candidate in supported:
+        norm = candidate.lower().replace("_", "-")
+        if tag == norm or norm.startswith(tag + "-") or tag.startswith(norm + "-"):
+            return candidate
+    return None

@@ -8,7 +8,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,12 +22,20 @@ from voxflow.errors import InvalidRequestError, OverloadedError, VoxflowError
 log = logging.getLogger(__name__)
 
 
-def error_response(error: VoxflowError) -> JSONResponse:
+class ErrorJSONResponse(JSONResponse):
+    """JSON with non-ASCII escaped: a message quoting a client's lone surrogate (valid in JSON
+    escapes, not encodable as UTF-8) must still serialize instead of turning into a 500."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def error_response(error: VoxflowError, headers: dict[str, str] | None = None) -> JSONResponse:
     """The JSON response for a typed error (with `Retry-After` for 429)."""
-    headers = {}
+    headers = dict(headers or {})
     if isinstance(error, OverloadedError):
         headers["Retry-After"] = str(error.retry_after)
-    return JSONResponse(error.to_dict(), status_code=error.status, headers=headers)
+    return ErrorJSONResponse(error.to_dict(), status_code=error.status, headers=headers)
 
 
 def _field_path(loc: tuple) -> str:
@@ -44,7 +54,13 @@ def validation_error(exc: RequestValidationError) -> InvalidRequestError:
                                    code="invalid_json")
     loc = tuple(first.get("loc", ()))
     if loc == ("body",):
-        return InvalidRequestError(f"Request body is invalid: {first['msg']}.")
+        if first.get("type") == "missing":
+            return InvalidRequestError("Request body is empty; send a JSON object.",
+                                       code="invalid_json")
+        return InvalidRequestError(
+            "Request body must be a JSON object (send Content-Type: application/json): "
+            f"{first['msg']}.", code="invalid_json",
+        )
     field = _field_path(loc)
     kind = first.get("type", "")
     if kind == "extra_forbidden":
@@ -69,10 +85,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        error = VoxflowError(str(exc.detail), code=str(exc.status_code))
+        # FastAPI raises a 400 HTTPException when it cannot parse the body at all.
+        code = "invalid_json" if exc.status_code == 400 else str(exc.status_code)
+        error = VoxflowError(str(exc.detail), code=code)
         error.status = exc.status_code
         error.type = "invalid_request_error" if exc.status_code < 500 else "server_error"
-        return error_response(error)
+        return error_response(error, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -2,8 +2,9 @@
 
 `SpeechBody` mirrors `POST /v1/audio/speech` of the OpenAI API (`model`, `input`, `voice`,
 `response_format`, `speed`, `stream_format`, `instructions`) plus `seed` and `stream` as vLLM-Omni
-and M* accept them. Types are strict: a string `seed` or a numeric `input` is a 400 naming the
-field, never coerced. Unknown fields are refused rather than silently ignored.
+and M* accept them, and `language` (the text's language, for multilingual voices). Types are
+strict: a string `seed` or a numeric `input` is a 400 naming the field, never coerced. Unknown
+fields are refused rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -38,6 +39,17 @@ class SpeechBody(BaseModel):
     instructions: StrictStr | None = None
     seed: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
     stream: StrictBool = False
+    language: Annotated[StrictStr, Field(min_length=1, max_length=35)] | None = None
+
+    @field_validator("voice", mode="before")
+    @classmethod
+    def _voice_shape(cls, value: object) -> object:
+        ok = isinstance(value, str) or (
+            isinstance(value, dict) and set(value) == {"id"} and isinstance(value["id"], str)
+        )
+        if not ok:
+            raise ValueError('voice must be a string or an object {"id": string}')
+        return value
 
     @field_validator("instructions")
     @classmethod

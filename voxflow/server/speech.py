@@ -53,6 +53,11 @@ class CancellingStreamingResponse(StreamingResponse):
             watcher = asyncio.create_task(self._watch_disconnect(receive))
         try:
             await super().__call__(scope, receive, send)
+        except StreamAborted:
+            # Headers are gone, so the status cannot change. Returning without the final empty
+            # body message makes the server drop the connection: the client sees an incomplete
+            # chunked body (an error), never a clean end of a truncated file.
+            pass
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -81,7 +86,9 @@ def to_engine_request(body: SpeechBody, max_input_chars: int) -> SpeechRequest:
             param="input",
             code="input_too_long",
         )
-    return SpeechRequest(body.model, body.input, body.voice_id, body.speed, body.seed)
+    return SpeechRequest(
+        body.model, body.input, body.voice_id, body.speed, body.seed, language=body.language
+    )
 
 
 async def _first_chunk(stream: SpeechStream) -> AudioChunk:
@@ -92,10 +99,25 @@ async def _first_chunk(stream: SpeechStream) -> AudioChunk:
         raise
 
 
+async def _close_on_disconnect(request: Request, stream: SpeechStream) -> None:
+    """Close `stream` when the client goes away (the body is read: receive() waits for it)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            await stream.aclose()
+            return
+
+
+# Not sent to anyone (the client is gone): nginx's "client closed request".
+CLIENT_CLOSED = 499
+
+
 async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str) -> Response:
     chunks = [first]
     async with stream:
         chunks.extend([chunk async for chunk in stream])
+    if not chunks[-1].is_last:  # closed by the disconnect watcher
+        return Response(status_code=CLIENT_CLOSED)
     audio = np.concatenate([c.samples for c in chunks]) if chunks else np.zeros(0, np.float32)
     data = await asyncio.to_thread(encode_audio, audio, stream.sample_rate, fmt)
     return Response(data, media_type=content_type(fmt), headers=_headers(stream))
@@ -105,13 +127,17 @@ def _headers(stream: SpeechStream) -> dict[str, str]:
     return {"X-Sample-Rate": str(stream.sample_rate), "X-Request-Id": stream.request_id}
 
 
+class StreamAborted(Exception):
+    """A streamed body failed after its headers were sent (timeout, stage error)."""
+
+
 async def _audio_bytes(stream: SpeechStream, first: AudioChunk, fmt: str) -> AsyncIterator[bytes]:
     try:
         async for data in _encoded(stream, first, fmt):
             yield data
     except VoxflowError as exc:
-        # Headers are gone: the only honest signal left is a truncated body (and the log).
         log.error("stream %s ended early: %s", stream.request_id, exc.message)
+        raise StreamAborted(exc.message) from exc
 
 
 def _sse(event: dict) -> bytes:
@@ -157,10 +183,18 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     settings = request.app.state.settings
     speech = to_engine_request(body, settings.server.max_input_chars)
     stream = engine.submit(speech)
-    first = await _first_chunk(stream)
-    fmt = body.response_format
-    if not body.streaming:
-        return await _whole(stream, first, fmt)
+    # Until a StreamingResponse takes over (it watches the connection itself), a client that
+    # leaves cancels the request here, whether it waits for the first chunk or the whole file.
+    watcher = asyncio.create_task(_close_on_disconnect(request, stream))
+    try:
+        first = await _first_chunk(stream)
+        fmt = body.response_format
+        if not body.streaming:
+            return await _whole(stream, first, fmt)
+    except StopAsyncIteration:
+        return Response(status_code=CLIENT_CLOSED)
+    finally:
+        watcher.cancel()
     if body.stream_format == "sse":
         content = _sse_events(stream, first, fmt, len(body.input))
         media = "text/event-stream"
