@@ -30,6 +30,16 @@ class QuietLoad:
         return LoadSample(0.0)
 
 
+class QuietMeteredLoad(QuietLoad):
+    """Quiet at the gate; reports 12.5% CPU by others over any measured level."""
+
+    def mark(self) -> object:
+        return None
+
+    def since(self, mark: object) -> float:
+        return 12.5
+
+
 class BusyLoad:
     def sample(self) -> LoadSample:
         time.sleep(0.02)
@@ -137,7 +147,8 @@ def test_busy_machine_exits_3_unless_allowed(fake_server, monkeypatch, capsys):
     assert "BUSY (measuring anyway" in capsys.readouterr().err
 
 
-def test_compare_rotates_arms_and_always_stops_them(quiet, tmp_path, capsys):
+def test_compare_rotates_arms_and_always_stops_them(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(command, "make_load_source", QuietMeteredLoad)
     arm = f"{sys.executable} {FAKE_SERVER} {{port}}"
     out = tmp_path / "compare.json"
     assert main(["bench", "compare", "--arm", f"base={arm}", "--arm", f"head={arm}",
@@ -150,6 +161,7 @@ def test_compare_rotates_arms_and_always_stops_them(quiet, tmp_path, capsys):
     assert [s["arm"] for s in starts] == ["base", "head", "head", "base"]
     for s in starts:
         assert [lv["concurrency"] for lv in s["levels"]["line"]] == [1, 2]
+        assert s["levels"]["line"][0]["others_cpu_pct"] == 12.5
         with pytest.raises(httpx.ConnectError):  # every arm was stopped
             httpx.get(f"{s['url']}/health", timeout=2)
     row = record["comparison"]["line"][0]

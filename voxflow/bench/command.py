@@ -41,9 +41,9 @@ def make_load_source() -> LoadSource:
     return PsutilLoad()
 
 
-def make_gate(args: argparse.Namespace) -> Callable[[str], GateResult]:
+def make_gate(args: argparse.Namespace, source: LoadSource) -> Callable[[str], GateResult]:
     """``gate(label)``: wait for an idle machine as the options say, and report it."""
-    source, policy = make_load_source(), options.policy_from(args)
+    policy = options.policy_from(args)
 
     def gate(label: str) -> GateResult:
         say(f"idle gate before {label} ...")
@@ -119,7 +119,8 @@ def bench_run(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args, adapter, cases, plan, record)
     saver = audio_saver(args.save_audio_dir) if args.save_audio_dir else None
-    runs = asyncio.run(run_sweep(adapter, cases, plan, make_gate(args), saver, say))
+    gate = make_gate(args, make_load_source())
+    runs = asyncio.run(run_sweep(adapter, cases, plan, gate, saver, say))
     table = run_table(runs)
     print(table)
     record.update(gates=gates_record(runs), busy=any(not r.gate.idle for r in runs if r.gate),
@@ -186,11 +187,15 @@ def bench_compare(args: argparse.Namespace) -> int:
     def target(arm: Arm, url: str):
         return options.target_from(args, arm.engine, url)
 
+    # The arm servers are children of this process, so the meter can tell their CPU use from
+    # everyone else's while each level runs.
+    source = make_load_source()
+    meter = source if hasattr(source, "mark") else None
     undo = _stop_on_sigterm()
     try:
         starts = asyncio.run(run_compare(
-            arms, target, cases, plan, args.runs, work_dir, make_gate(args), quality_case,
-            args.health_timeout, say))
+            arms, target, cases, plan, args.runs, work_dir, make_gate(args, source),
+            quality_case, args.health_timeout, say, meter))
     finally:
         undo()
     result = comparison(starts, names)

@@ -22,15 +22,17 @@ from typing import Any
 
 from voxflow.bench.adapters import Target, make_adapter
 from voxflow.bench.arms import Arm, ArmServer, free_port, rotation
-from voxflow.bench.idle import GateResult
+from voxflow.bench.idle import GateResult, LoadMeter
 from voxflow.bench.machine import git_state
 from voxflow.bench.metrics import METRIC_BY_KEY, LevelStats, Spread, merge_errors, summarize
 from voxflow.bench.quality import synthesize_clips
 from voxflow.bench.report import fmt_number, fmt_spread, render_table
 from voxflow.bench.runner import Case, CaseRun, SweepPlan, http_client, run_sweep
 
-COMPARE_KEYS = ("ttfa_p50", "audio_s_per_s", "rtf_p50", "stall_rate", "errors")
-"""The metrics of the comparison table (the JSON has every metric)."""
+COMPARE_KEYS = ("ttfa_p50", "audio_s_per_s", "rtf_p50", "stall_rate", "errors",
+                "others_cpu_pct")
+"""The rows of the comparison table per level (the JSON has every metric); the last one is not
+a result but the load of other processes while the level ran, to judge the others by."""
 
 
 @dataclass
@@ -75,6 +77,7 @@ async def run_compare(
     quality_case: Case | None = None,
     health_timeout_s: float = 180.0,
     say: Callable[[str], None] = lambda line: None,
+    meter: LoadMeter | None = None,
 ) -> list[ArmStart]:
     """Start, bench and stop every arm `runs` times in rotation; see the module docstring.
 
@@ -101,7 +104,7 @@ async def run_compare(
             info["git"] = git_state(arm.cwd)
             start = ArmStart(name, slot, server.command, server.url, ready_s, info)
             say(f"{name} ready in {ready_s:.1f} s")
-            start.runs = await run_sweep(adapter, cases, plan, gate, say=say)
+            start.runs = await run_sweep(adapter, cases, plan, gate, say=say, meter=meter)
             if quality_case is not None and not any(s.arm == name for s in starts):
                 say(f"{name}: synthesizing {len(quality_case.texts)} quality clips")
                 await synthesize_clips(adapter, quality_case, work_dir / "quality" / name, plan)

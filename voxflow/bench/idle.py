@@ -7,7 +7,9 @@ its children (the servers it started) at most `cpu_max_pct` percent of all cores
 without that, `wait_idle` raises `BusyError`, or with ``allow_busy`` goes ahead and says so. Every
 sample is kept for the report.
 
-The load source is a parameter: tests use a fake one; real runs use `PsutilLoad`.
+The load source is a parameter: tests use a fake one; real runs use `PsutilLoad`, which also
+measures the mean load of other processes over a whole level (`LoadMeter`), so a report shows
+whether something else ran while it measured.
 """
 
 from __future__ import annotations
@@ -34,6 +36,17 @@ class LoadSample:
 class LoadSource(Protocol):
     def sample(self) -> LoadSample:
         """Measure the load over the next interval (blocks for that interval)."""
+        ...
+
+
+class LoadMeter(Protocol):
+    """Mean load over a span of any length (a whole concurrency level), without blocking."""
+
+    def mark(self) -> object:
+        ...
+
+    def since(self, mark: object) -> float:
+        """Mean CPU percent of all cores used by other processes since `mark`."""
         ...
 
 
@@ -126,13 +139,22 @@ class PsutilLoad:
         not_busy = ("idle", "iowait", "guest", "guest_nice")
         return sum(t) - sum(getattr(t, name, 0.0) for name in not_busy)
 
+    def mark(self) -> tuple[float, float, float]:
+        """Start measuring: (wall, busy CPU, own CPU) seconds now; pass it to `since`."""
+        return time.monotonic(), self._busy_s(), self._own_cpu_s()
+
+    def since(self, mark: tuple[float, float, float]) -> float:
+        """Mean CPU percent of all cores used by other processes since `mark`."""
+        t0, busy0, own0 = mark
+        wall = max(time.monotonic() - t0, 1e-9)
+        other = max(0.0, (self._busy_s() - busy0) - max(0.0, self._own_cpu_s() - own0))
+        return round(min(100.0 * other / (wall * self.cores), 100.0), 1)
+
     def sample(self) -> LoadSample:
-        busy0, own0 = self._busy_s(), self._own_cpu_s()
+        start = self.mark()
         time.sleep(self.interval_s)
-        busy1, own1 = self._busy_s(), self._own_cpu_s()
-        other = max(0.0, (busy1 - busy0) - max(0.0, own1 - own0))
-        cpu = 100.0 * other / (self.interval_s * self.cores)
-        return LoadSample(round(min(cpu, 100.0), 1), gpu_utilization() if self.has_gpu else None)
+        cpu = self.since(start)
+        return LoadSample(cpu, gpu_utilization() if self.has_gpu else None)
 
 
 def gpu_utilization() -> float | None:

@@ -35,6 +35,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("rtf_p50", "RTF p50", True),
     Metric("stall_rate", "stall rate", True, 2),
     Metric("errors", "errors", True, 0),
+    Metric("others_cpu_pct", "others' CPU %", True, 0),
 )
 """Every metric that comparisons summarize, in table order."""
 
@@ -73,12 +74,16 @@ class LevelStats:
     stall_rate: float
     stalls: int
     stall_s_mean: float
+    others_cpu_pct: float = float("nan")
+    """Mean CPU percent of all cores used by processes other than the harness and the servers
+    it started, while this level ran (NaN when not measured)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def level_stats(concurrency: int, timelines: list[Timeline]) -> LevelStats:
+def level_stats(concurrency: int, timelines: list[Timeline],
+                others_cpu_pct: float = float("nan")) -> LevelStats:
     """Statistics of one level's measured requests (all of them finished).
 
     Raises:
@@ -119,6 +124,7 @@ def level_stats(concurrency: int, timelines: list[Timeline]) -> LevelStats:
         stall_rate=sum(s.count > 0 for s in stalls) / len(good) if good else float("nan"),
         stalls=sum(s.count for s in stalls),
         stall_s_mean=float(np.mean([s.seconds for s in stalls])) if good else float("nan"),
+        others_cpu_pct=others_cpu_pct,
     )
 
 

@@ -22,7 +22,7 @@ import httpx
 from voxflow.bench.adapters import Adapter
 from voxflow.bench.client import Result, fetch
 from voxflow.bench.errors import BenchError
-from voxflow.bench.idle import GateResult
+from voxflow.bench.idle import GateResult, LoadMeter
 from voxflow.bench.metrics import LevelStats, level_stats
 
 MIN_PER_LEVEL = 5
@@ -121,8 +121,12 @@ async def run_sweep(
     gate: Callable[[str], GateResult] | None = None,
     on_level: LevelCallback | None = None,
     say: Callable[[str], None] = lambda line: None,
+    meter: LoadMeter | None = None,
 ) -> list[CaseRun]:
     """Every case at every level, `plan.repeats` times; `gate(label)` runs before each case.
+
+    `meter`, when given, measures the other processes' mean CPU use during each measured level
+    (only meaningful when the server under test is a child of this process).
 
     Raises:
         BenchError: every request of a level failed (the server is down or refuses them all).
@@ -137,9 +141,11 @@ async def run_sweep(
                 for c in plan.concurrency:
                     if plan.warmup:
                         await run_level(client, adapter, case, c, plan.warmup, plan)
+                    mark = meter.mark() if meter else None
                     results = await run_level(client, adapter, case, c, plan.requests(c), plan,
                                               keep_audio=on_level is not None)
-                    stats = level_stats(c, [r.timeline for _, r in results])
+                    others = meter.since(mark) if meter else float("nan")
+                    stats = level_stats(c, [r.timeline for _, r in results], others)
                     if on_level is not None:
                         on_level(case, c, repeat, results)
                     say(progress_line(case.name, repeat, stats))
@@ -155,4 +161,6 @@ def progress_line(case: str, repeat: int, s: LevelStats) -> str:
     return (f"{case} c={s.concurrency} repeat {repeat + 1}: {s.ok}/{s.requests} ok, "
             f"TTFA p50 {s.ttfa_p50:.3f} s, {s.audio_s_per_s:.2f} audio-s/s, "
             f"RTF p50 {s.rtf_p50:.3f}, stall rate {s.stall_rate:.2f}"
+            + (f", others' CPU {s.others_cpu_pct:.0f}%" if s.others_cpu_pct == s.others_cpu_pct
+               else "")
             + (f", errors {s.errors_by_kind}" if s.errors else ""))
