@@ -1,0 +1,158 @@
+"""Kokoro's front end: text -> segments of vocabulary ids, at most 510 each.
+
+Steps for one request:
+1. the language: the request's `language`, else the voice's language when the text is written in
+   that language's script, else the script's language (any kana or kanji -> Japanese, otherwise
+   American English). Japanese voices therefore read English text with the English front end
+   rather than spelling it out in katakana.
+2. `voxflow.text.segment.segment_text` normalizes and splits the text (sentences; long ones cut
+   at clause punctuation, then whitespace; the first capped shorter for time to first audio);
+3. each piece is phonemized (`english.py`, `japanese.py`) and mapped onto the vocabulary
+   (symbols outside it are dropped); a piece whose phonemes pass 510 tokens is cut again, at the
+   last sentence punctuation that fits, else ": ;", else ", —", else a space.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from voxflow.errors import InvalidRequestError
+from voxflow.models.base import match_language
+from voxflow.models.kokoro.frontend.english import EnglishG2P
+from voxflow.models.kokoro.frontend.japanese import JapaneseG2P
+from voxflow.models.kokoro.loader import MAX_TOKENS
+from voxflow.text.segment import segment_text
+
+LANGUAGES = ("en-us", "en-gb", "ja")
+# Hiragana, katakana (full and half width), CJK ideographs and the iteration mark.
+_JAPANESE_SCRIPT = re.compile(
+    r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff々\uff66-\uff9f]"
+)
+# Cut preferences inside an over-long phoneme string, as in hexgrad's pipeline.
+_CUT_CLASSES = ("!.?…", ":;", ",—")
+# espeak glues a clock time's parts with ":" ("sˈɪks:fˈɔɹTi"): Kokoro would pause there.
+_GLUED_COLON = re.compile(r"(?<=[^\s\d]):(?=[^\s\d])")
+
+
+@dataclass(frozen=True)
+class TokenSegment:
+    """One unit of acoustic work.
+
+    Attributes:
+        text: the segment's normalized text (for logs and debugging).
+        language: "en-us", "en-gb" or "ja".
+        phonemes: its phonemes in Kokoro's alphabet (only vocabulary symbols).
+        token_ids: (T,) int64 vocabulary ids, 1 <= T <= 510, pads not included.
+    """
+
+    text: str
+    language: str
+    phonemes: str
+    token_ids: np.ndarray
+
+
+def script_language(text: str) -> str:
+    """"ja" when `text` holds kana or kanji, else "en-us"."""
+    return "ja" if _JAPANESE_SCRIPT.search(text) else "en-us"
+
+
+def resolve_language(requested: str | None, voice_language: str, text: str) -> str:
+    """The front-end language for a request (see the module docstring, step 1).
+
+    Args:
+        requested: the request's language tag or None ("en" means "en-us", "ja-JP" "ja").
+        voice_language: the voice's tag, e.g. "ja" or "en-US".
+    Returns:
+        One of LANGUAGES.
+    Raises:
+        InvalidRequestError: `requested` names none of LANGUAGES (the engine checks this
+            before the request is queued, so it only happens to callers that skip it).
+    """
+    if requested is not None:
+        language = match_language(requested, LANGUAGES)
+        if language is None:
+            raise InvalidRequestError(
+                f"language '{requested}' is not one of {', '.join(LANGUAGES)}.", param="language"
+            )
+        return language
+    script = script_language(text)
+    voice = voice_language.lower()
+    if voice in LANGUAGES and voice[:2] == script[:2]:
+        return voice
+    return script
+
+
+def split_phonemes(phonemes: str, limit: int = MAX_TOKENS) -> list[str]:
+    """Cut a phoneme string into pieces of at most `limit` characters.
+
+    Each cut is after the last character of the first class in `_CUT_CLASSES` found in the
+    first `limit` characters (followed by a space or the end), else at the last space, else at
+    `limit`. Pieces are stripped; only the spaces at cuts are lost.
+    """
+    pieces = []
+    rest = phonemes.strip()
+    while len(rest) > limit:
+        head = rest[: limit + 1]  # the character after the window tells whether a cut is clean
+        cut = None
+        for marks in _CUT_CLASSES:
+            found = [i + 1 for i, c in enumerate(head[:limit]) if c in marks]
+            found = [i for i in found if i == len(rest) or rest[i] == " "]
+            if found:
+                cut = found[-1]
+                break
+        if cut is None:
+            space = head.rfind(" ")
+            cut = space if space > 0 else limit
+        pieces.append(rest[:cut].strip())
+        rest = rest[cut:].strip()
+    if rest:
+        pieces.append(rest)
+    return [p for p in pieces if p]
+
+
+class KokoroFrontend:
+    """Both G2Ps and the vocabulary; `segments()` is the whole front end for one request.
+
+    Args:
+        vocab: symbol -> token id (`loader.load_vocab`).
+    Raises:
+        ImportError, RuntimeError: a phonemizer dependency is missing (at construction).
+    """
+
+    def __init__(self, vocab: dict[str, int]):
+        self.vocab = vocab
+        self.english = EnglishG2P()
+        self.japanese = JapaneseG2P()
+
+    def phonemize(self, text: str, language: str) -> str:
+        """Phonemes of `text` in `language`, restricted to the vocabulary's symbols."""
+        if language == "ja":
+            phonemes = self.japanese(text)
+        else:
+            phonemes = _GLUED_COLON.sub(" ", self.english(text, language))
+        return "".join(c for c in phonemes if c in self.vocab)
+
+    def segments(
+        self, text: str, language: str, max_chars: int, first_max_chars: int | None
+    ) -> list[TokenSegment]:
+        """Split, phonemize and map `text`; pieces with nothing to say are dropped.
+
+        Returns:
+            Segments in reading order; [] when nothing in the text can be spoken.
+        """
+        out = []
+        lang = "ja" if language == "ja" else "en"
+        for piece in segment_text(text, max_chars, first_max_chars, lang=lang):
+            for phonemes in split_phonemes(self.phonemize(piece, language)):
+                ids = np.fromiter((self.vocab[c] for c in phonemes), np.int64, len(phonemes))
+                if _has_sound(phonemes):
+                    out.append(TokenSegment(piece, language, phonemes, ids))
+        return out
+
+
+def _has_sound(phonemes: str) -> bool:
+    """False for a piece of only punctuation and spaces (Kokoro would say nothing)."""
+    return any(c.isalpha() for c in phonemes)
