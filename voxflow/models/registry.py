@@ -16,6 +16,10 @@ _FAMILIES: dict[str, tuple[str, str]] = {
         "voxflow.models.piper.model:PiperFamily",
         "voxflow.models.piper.settings:PiperSettings",
     ),
+    "kokoro": (
+        "voxflow.models.kokoro.model:KokoroFamily",
+        "voxflow.models.kokoro.settings:KokoroSettings",
+    ),
 }
 
 

@@ -1,0 +1,112 @@
+"""The Kokoro family's stages on the real int8 model (no server), and the engine's check of a
+request's `language` against what the voice speaks."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from fakes import register_fake_family
+
+from voxflow.config import load_settings
+from voxflow.engine.engine import Engine
+from voxflow.engine.request import RequestState, SpeechRequest
+from voxflow.errors import InvalidRequestError
+from voxflow.models.base import WorkItem
+from voxflow.models.kokoro.frontend import TokenSegment
+from voxflow.models.kokoro.model import KokoroFamily
+from voxflow.models.kokoro.settings import KokoroSettings
+from voxflow.models.kokoro.synth import run_graph
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory) -> KokoroFamily:
+    cache = tmp_path_factory.mktemp("kokoro_cache")
+    return KokoroFamily("kokoro", KokoroSettings(cache_dir=cache, workers=3))
+
+
+def item(text_or_segment, voice="jf_alpha", speed=1.0, seed=None, language=None, index=-1):
+    request = SpeechRequest("kokoro", "x", voice, speed=speed, seed=seed, language=language)
+    state = RequestState(request, seed or 0, 24000, lambda chunk, error: None)
+    return WorkItem(state, index, text_or_segment)
+
+
+def test_voices_languages_and_stage_limits(family):
+    assert family.default_voice == "jf_alpha"
+    assert {v.language for v in family.voices.values()} == {"ja"}
+    assert {v.sample_rate for v in family.voices.values()} == {24000}
+    assert family.languages("jm_kumo") == ("ja", "en-us", "en-gb")
+    frontend, acoustic = family.stages()
+    assert frontend.fans_out and frontend.max_batch_size == 1
+    # The exported graph has a fixed batch of one: no batching, parallel workers instead.
+    assert acoustic.max_batch_size == 1 and acoustic.workers == 3
+    assert family.describe()["sha256"].startswith("6e742170d309")
+
+
+def test_a_default_voice_that_does_not_exist_fails_at_load(tmp_path):
+    with pytest.raises(ValueError, match="default_voice 'af_heart'"):
+        KokoroFamily("kokoro", KokoroSettings(cache_dir=tmp_path, default_voice="af_heart"))
+
+
+def test_frontend_fans_out_by_the_request_language(family):
+    frontend, _ = family.stages()
+    [english] = frontend.run([item("Good morning. How are you?")])
+    assert [s.language for s in english] == ["en-us", "en-us"]
+    [japanese] = frontend.run([item("おはようございます。元気ですか？")])
+    assert [s.language for s in japanese] == ["ja", "ja"]
+    [forced] = frontend.run([item("Good morning.", language="en-GB")])
+    assert forced[0].language == "en-gb"
+    [nothing] = frontend.run([item("🙂 ...")])
+    assert isinstance(nothing, InvalidRequestError) and nothing.param == "input"
+
+
+def test_acoustic_output_is_deterministic_whatever_the_seed(family):
+    frontend, acoustic = family.stages()
+    [[segment]] = frontend.run([item("Hello there.")])
+    assert isinstance(segment, TokenSegment)
+    a = acoustic.run([item(segment, seed=1, index=0)])[0]
+    b = acoustic.run([item(segment, seed=2, index=0)])[0]
+    assert a.dtype == np.float32 and a.ndim == 1
+    assert np.array_equal(a, b)  # no random ops in the graph: the seed changes nothing
+    assert 0.4 < a.size / 24000 < 2.0
+    # Trimmed: a slice of the graph's output without most of its padding silence.
+    raw = run_graph(family.graph.session, segment.token_ids, family.voice_models["jf_alpha"].table,
+                    1.0)
+    start = int(np.flatnonzero(raw == a[0])[0])
+    assert np.array_equal(raw[start : start + a.size], np.clip(a, -1, 1))
+    assert start / 24000 > 0.15 and (raw.size - a.size) / 24000 > 0.3
+    loud = np.flatnonzero(np.abs(a) > 0.01)
+    assert loud[0] / 24000 < 0.1
+
+
+def test_speed_is_the_graphs_own_input(family):
+    frontend, acoustic = family.stages()
+    [[segment]] = frontend.run([item("Good morning to you all.")])
+    normal = acoustic.run([item(segment, index=0)])[0]
+    fast = acoustic.run([item(segment, speed=2.0, index=0)])[0]
+    assert 0.4 < fast.size / normal.size < 0.65
+
+
+def test_engine_refuses_a_language_the_voice_does_not_speak(monkeypatch):
+    register_fake_family(monkeypatch)
+    settings = load_settings(None, {
+        "engine.warmup": False,
+        "models": [{"name": "fake", "family": "fake", "options": {}}],
+    })
+
+    async def main():
+        engine = Engine(settings)
+        await engine.start()
+        try:
+            voice = engine.family("fake").default_voice  # an en-US voice
+            for ok in ("en", "en-US", "EN_us"):
+                engine.validate(SpeechRequest("fake", "hi", voice, language=ok))
+            with pytest.raises(InvalidRequestError) as err:
+                engine.validate(SpeechRequest("fake", "hi", voice, language="ja"))
+            assert err.value.param == "language" and err.value.code == "unsupported_language"
+            assert "it speaks: en-US" in err.value.message
+        finally:
+            engine.stop()
+
+    asyncio.run(main())

