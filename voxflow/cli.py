@@ -184,6 +184,9 @@ def _add_bench(commands) -> None:
                          help="server starts per arm (3)")
     compare.add_argument("--health-timeout", type=bench_options.positive_float, default=180.0,
                          metavar="S", help="seconds a server may take to become ready (180)")
+    compare.add_argument("--retakes", type=bench_options.non_negative_int, default=2,
+                         metavar="N", help="measure a level again (at most N times) when other "
+                         "processes averaged more than --idle-cpu-max during it (2)")
     compare.add_argument("--quality", action="store_true",
                          help="also word error rate and speaker similarity of each arm")
     compare.add_argument("--ref", type=Path, metavar="REF.wav",

@@ -31,13 +31,18 @@ class QuietLoad:
 
 
 class QuietMeteredLoad(QuietLoad):
-    """Quiet at the gate; reports 12.5% CPU by others over any measured level."""
+    """Quiet at the gate; over measured levels, other processes used 12.5% of the CPU the first
+    time (so the level is retaken), then 3%."""
+
+    def __init__(self):
+        self.levels = 0
 
     def mark(self) -> object:
         return None
 
     def since(self, mark: object) -> float:
-        return 12.5
+        self.levels += 1
+        return 12.5 if self.levels % 2 else 3.0
 
 
 class BusyLoad:
@@ -161,7 +166,9 @@ def test_compare_rotates_arms_and_always_stops_them(monkeypatch, tmp_path, capsy
     assert [s["arm"] for s in starts] == ["base", "head", "head", "base"]
     for s in starts:
         assert [lv["concurrency"] for lv in s["levels"]["line"]] == [1, 2]
-        assert s["levels"]["line"][0]["others_cpu_pct"] == 12.5
+        assert [lv["others_cpu_pct"] for lv in s["levels"]["line"]] == [3.0, 3.0]
+        assert [lv["others_cpu_pct"] for lv in s["discarded_levels"]["line"]] == [12.5, 12.5]
+        assert len(s["gates"]) == 3  # before the case, and before each retake
         with pytest.raises(httpx.ConnectError):  # every arm was stopped
             httpx.get(f"{s['url']}/health", timeout=2)
     row = record["comparison"]["line"][0]

@@ -22,7 +22,7 @@ STATS = LevelStats(
 
 def start(arm: str, slot: int, *stats: LevelStats) -> ArmStart:
     s = ArmStart(arm, slot, "cmd {port}", "http://127.0.0.1:1", 1.0, {})
-    s.runs = [CaseRun("sentences", 0, None, list(stats))]
+    s.runs = [CaseRun("sentences", 0, levels=list(stats))]
     return s
 
 
@@ -33,9 +33,9 @@ def test_spread_cells():
 
 
 def test_run_table_has_one_row_per_case_and_level_with_ranges():
-    runs = [CaseRun("line", r, None, [replace(STATS, ttfa_p50=t),
-                                      replace(STATS, concurrency=4, errors=1,
-                                              errors_by_kind={"http_429": 1})])
+    runs = [CaseRun("line", r, levels=[replace(STATS, ttfa_p50=t),
+                                       replace(STATS, concurrency=4, errors=1,
+                                               errors_by_kind={"http_429": 1})])
             for r, t in enumerate([0.2, 0.3, 0.25])]
     table = run_table(runs).splitlines()
     assert table[0].split()[:4] == ["case", "conc", "ok/sent", "TTFA"]

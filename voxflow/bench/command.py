@@ -28,7 +28,7 @@ from voxflow.bench.errors import EXIT_FAILED, EXIT_USAGE, BenchError
 from voxflow.bench.idle import GateResult, LoadSource, PsutilLoad, wait_idle
 from voxflow.bench.machine import git_state, machine_record
 from voxflow.bench.report import gates_record, run_table, runs_record, write_json
-from voxflow.bench.runner import Case, run_sweep
+from voxflow.bench.runner import Case, LevelGuard, run_sweep
 from voxflow.eval.clips import write_clip
 
 
@@ -123,7 +123,7 @@ def bench_run(args: argparse.Namespace) -> int:
     runs = asyncio.run(run_sweep(adapter, cases, plan, gate, saver, say))
     table = run_table(runs)
     print(table)
-    record.update(gates=gates_record(runs), busy=any(not r.gate.idle for r in runs if r.gate),
+    record.update(gates=gates_record(runs), busy=any(r.busy for r in runs),
                   cases=runs_record(runs), table=table)
     if args.out:
         write_json(args.out, record)
@@ -190,19 +190,20 @@ def bench_compare(args: argparse.Namespace) -> int:
     # The arm servers are children of this process, so the meter can tell their CPU use from
     # everyone else's while each level runs.
     source = make_load_source()
-    meter = source if hasattr(source, "mark") else None
+    guard = (LevelGuard(source, args.idle_cpu_max, args.retakes) if hasattr(source, "mark")
+             else None)
     undo = _stop_on_sigterm()
     try:
         starts = asyncio.run(run_compare(
             arms, target, cases, plan, args.runs, work_dir, make_gate(args, source),
-            quality_case, args.health_timeout, say, meter))
+            quality_case, args.health_timeout, say, guard))
     finally:
         undo()
     result = comparison(starts, names)
     table = comparison_table(result, names)
     print(table)
     record.update(starts=[s.to_dict() for s in starts], comparison=result, table=table,
-                  busy=any(not r.gate.idle for s in starts for r in s.runs if r.gate))
+                  busy=any(r.busy for s in starts for r in s.runs))
     if quality_case is not None:
         from voxflow.bench.quality import quality_report
 

@@ -22,12 +22,12 @@ from typing import Any
 
 from voxflow.bench.adapters import Target, make_adapter
 from voxflow.bench.arms import Arm, ArmServer, free_port, rotation
-from voxflow.bench.idle import GateResult, LoadMeter
+from voxflow.bench.idle import GateResult
 from voxflow.bench.machine import git_state
 from voxflow.bench.metrics import METRIC_BY_KEY, LevelStats, Spread, merge_errors, summarize
 from voxflow.bench.quality import synthesize_clips
 from voxflow.bench.report import fmt_number, fmt_spread, render_table
-from voxflow.bench.runner import Case, CaseRun, SweepPlan, http_client, run_sweep
+from voxflow.bench.runner import Case, CaseRun, LevelGuard, SweepPlan, http_client, run_sweep
 
 COMPARE_KEYS = ("ttfa_p50", "audio_s_per_s", "rtf_p50", "stall_rate", "errors",
                 "others_cpu_pct")
@@ -50,8 +50,10 @@ class ArmStart:
     def to_dict(self) -> dict[str, Any]:
         return {"arm": self.arm, "slot": self.slot, "command": self.command, "url": self.url,
                 "ready_s": self.ready_s, "info": self.info,
-                "gates": [r.gate.to_dict() for r in self.runs if r.gate is not None],
-                "levels": {r.case: [s.to_dict() for s in r.levels] for r in self.runs}}
+                "gates": [g.to_dict() for r in self.runs for g in r.gates],
+                "levels": {r.case: [s.to_dict() for s in r.levels] for r in self.runs},
+                "discarded_levels": {r.case: [s.to_dict() for s in r.discarded]
+                                     for r in self.runs if r.discarded}}
 
 
 def logged_settings(log_path: Path) -> dict[str, Any] | None:
@@ -77,7 +79,7 @@ async def run_compare(
     quality_case: Case | None = None,
     health_timeout_s: float = 180.0,
     say: Callable[[str], None] = lambda line: None,
-    meter: LoadMeter | None = None,
+    guard: LevelGuard | None = None,
 ) -> list[ArmStart]:
     """Start, bench and stop every arm `runs` times in rotation; see the module docstring.
 
@@ -85,6 +87,7 @@ async def run_compare(
         target: (arm, url) -> the `Target` to bench for that arm's server.
         quality_case: when given, each arm's first start also saves one clip per text of it
             under ``work_dir/quality/<arm>`` (see `voxflow.bench.quality`).
+        guard: retake levels during which other processes were busy (see `run_sweep`).
     """
     by_name = {a.name: a for a in arms}
     starts: list[ArmStart] = []
@@ -104,7 +107,7 @@ async def run_compare(
             info["git"] = git_state(arm.cwd)
             start = ArmStart(name, slot, server.command, server.url, ready_s, info)
             say(f"{name} ready in {ready_s:.1f} s")
-            start.runs = await run_sweep(adapter, cases, plan, gate, say=say, meter=meter)
+            start.runs = await run_sweep(adapter, cases, plan, gate, say=say, guard=guard)
             if quality_case is not None and not any(s.arm == name for s in starts):
                 say(f"{name}: synthesizing {len(quality_case.texts)} quality clips")
                 await synthesize_clips(adapter, quality_case, work_dir / "quality" / name, plan)

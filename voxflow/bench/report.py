@@ -88,7 +88,7 @@ def runs_record(runs: list[CaseRun]) -> dict[str, Any]:
 
 
 def gates_record(runs: list[CaseRun]) -> list[dict[str, Any]]:
-    return [r.gate.to_dict() for r in runs if r.gate is not None]
+    return [g.to_dict() for r in runs for g in r.gates]
 
 
 def write_json(path: Path | str, record: dict[str, Any]) -> None:

@@ -7,7 +7,10 @@ text always gets the same seed. Before each level, `SweepPlan.warmup` requests a
 level's concurrency (at most) and not measured.
 
 `run_sweep` runs every case at every level, `repeats` times (repeat outermost, so slow drift
-spreads over all levels), passing the idle gate before each case.
+spreads over all levels), passing the idle gate before each case. The gate cannot see a test run
+that starts in the middle of a level; with a load meter, a level during which other processes
+used more than the gate's CPU limit on average is measured again after the gate (up to
+`retakes` times), and the discarded attempts are kept in the record.
 """
 
 from __future__ import annotations
@@ -70,12 +73,28 @@ class SweepPlan:
 
 @dataclass
 class CaseRun:
-    """One case, one repeat: the gate passed before it and each level's statistics."""
+    """One case, one repeat: the gates passed (before the case, then before each retake), each
+    level's statistics, and the attempts discarded because the machine got busy."""
 
     case: str
     repeat: int
-    gate: GateResult | None
+    gates: list[GateResult] = field(default_factory=list)
     levels: list[LevelStats] = field(default_factory=list)
+    discarded: list[LevelStats] = field(default_factory=list)
+
+    @property
+    def busy(self) -> bool:
+        """A gate gave up waiting (--allow-busy), so something here ran on a busy machine."""
+        return any(not g.idle for g in self.gates)
+
+
+@dataclass(frozen=True)
+class LevelGuard:
+    """Retake a level when other processes averaged more than `max_cpu_pct` during it."""
+
+    meter: LoadMeter
+    max_cpu_pct: float
+    retakes: int
 
 
 LevelCallback = Callable[[Case, int, int, list[tuple[int, Result]]], None]
@@ -121,12 +140,13 @@ async def run_sweep(
     gate: Callable[[str], GateResult] | None = None,
     on_level: LevelCallback | None = None,
     say: Callable[[str], None] = lambda line: None,
-    meter: LoadMeter | None = None,
+    guard: LevelGuard | None = None,
 ) -> list[CaseRun]:
     """Every case at every level, `plan.repeats` times; `gate(label)` runs before each case.
 
-    `meter`, when given, measures the other processes' mean CPU use during each measured level
-    (only meaningful when the server under test is a child of this process).
+    `guard`, when given, measures the other processes' mean CPU use during each level and
+    retakes a busy one (only meaningful when the server under test is a child of this process,
+    whose CPU the meter does not count).
 
     Raises:
         BenchError: every request of a level failed (the server is down or refuses them all).
@@ -135,26 +155,44 @@ async def run_sweep(
     async with http_client(max(plan.concurrency)) as client:
         for repeat in range(plan.repeats):
             for case in cases:
+                run = CaseRun(case.name, repeat)
                 label = f"case {case.name} (repeat {repeat + 1}/{plan.repeats})"
-                passed = await asyncio.to_thread(gate, label) if gate else None
-                run = CaseRun(case.name, repeat, passed)
+                if gate:
+                    run.gates.append(await asyncio.to_thread(gate, label))
                 for c in plan.concurrency:
-                    if plan.warmup:
-                        await run_level(client, adapter, case, c, plan.warmup, plan)
-                    mark = meter.mark() if meter else None
-                    results = await run_level(client, adapter, case, c, plan.requests(c), plan,
-                                              keep_audio=on_level is not None)
-                    others = meter.since(mark) if meter else float("nan")
-                    stats = level_stats(c, [r.timeline for _, r in results], others)
-                    if on_level is not None:
-                        on_level(case, c, repeat, results)
-                    say(progress_line(case.name, repeat, stats))
-                    if stats.ok == 0:
-                        raise BenchError(f"every request failed at concurrency {c} of case "
-                                         f"{case.name}: {stats.errors_by_kind}")
-                    run.levels.append(stats)
+                    run.levels.append(await _guarded_level(
+                        client, adapter, case, c, repeat, plan, run, gate, on_level, say, guard))
                 runs.append(run)
     return runs
+
+
+async def _guarded_level(client, adapter, case, c, repeat, plan, run: CaseRun, gate, on_level,
+                         say, guard: LevelGuard | None) -> LevelStats:
+    """One level, measured again while the guard finds it ran on a busy machine."""
+    attempt = 0
+    while True:
+        if plan.warmup:
+            await run_level(client, adapter, case, c, plan.warmup, plan)
+        mark = guard.meter.mark() if guard else None
+        results = await run_level(client, adapter, case, c, plan.requests(c), plan,
+                                  keep_audio=on_level is not None)
+        others = guard.meter.since(mark) if guard else float("nan")
+        stats = level_stats(c, [r.timeline for _, r in results], others)
+        say(progress_line(case.name, repeat, stats))
+        if stats.ok == 0:
+            raise BenchError(f"every request failed at concurrency {c} of case {case.name}: "
+                             f"{stats.errors_by_kind}")
+        if guard is None or others <= guard.max_cpu_pct or attempt >= guard.retakes:
+            break
+        attempt += 1
+        run.discarded.append(stats)
+        say(f"other processes used {others:.0f}% CPU during that level: measuring it again "
+            f"({attempt}/{guard.retakes})")
+        if gate:
+            run.gates.append(await asyncio.to_thread(gate, f"retake of {case.name} c={c}"))
+    if on_level is not None:
+        on_level(case, c, repeat, results)
+    return stats
 
 
 def progress_line(case: str, repeat: int, s: LevelStats) -> str:
