@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
+from voxflow.errors import InvalidRequestError
+
 if TYPE_CHECKING:
     from voxflow.engine.request import RequestState
 
@@ -104,6 +106,37 @@ class Stage(ABC):
         go on. Raising fails the whole call; the engine then retries the items one by one so a
         bad item never fails its batch-mates.
         """
+
+
+class TextFrontendStage(Stage):
+    """Stage 0 of a family: one request's text -> its segment payloads (fans out).
+
+    Runs one item at a time on one worker: the G2P libraries behind it (espeak-ng, OpenJTalk)
+    keep global state. A text that yields no segment fails its request with a 400.
+    """
+
+    name = "frontend"
+    fans_out = True
+
+    def __init__(self) -> None:
+        super().__init__(max_batch_size=1, workers=1)
+
+    @abstractmethod
+    def segments(self, item: WorkItem) -> list[Any]:
+        """The segment payloads of `item.payload` (the request's text), in reading order."""
+
+    def run(self, batch: Sequence[WorkItem]) -> list:
+        out: list = []
+        for item in batch:
+            segments = self.segments(item)
+            if not segments:
+                out.append(InvalidRequestError(
+                    "input has no speakable text (only symbols, emoji or punctuation).",
+                    param="input",
+                ))
+            else:
+                out.append(segments)
+        return out
 
 
 class ModelFamily(ABC):

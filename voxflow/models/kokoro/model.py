@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voxflow.errors import InvalidRequestError
-from voxflow.models.base import ModelFamily, Stage, Voice, WorkItem
+from voxflow.models.base import ModelFamily, Stage, TextFrontendStage, Voice, WorkItem
 from voxflow.models.kokoro.frontend import LANGUAGES, KokoroFrontend, resolve_language
 from voxflow.models.kokoro.loader import SAMPLE_RATE, KokoroGraph, load_graph, load_vocab
 from voxflow.models.kokoro.settings import KokoroSettings
@@ -37,33 +36,21 @@ class KokoroVoice:
     table: np.ndarray
 
 
-class KokoroFrontendStage(Stage):
-    """Text -> token segments (fans out); runs espeak or OpenJTalk, so one item at a time."""
-
-    name = "frontend"
-    fans_out = True
+class KokoroFrontendStage(TextFrontendStage):
+    """Text -> token segments, through espeak-ng (English) or OpenJTalk (Japanese)."""
 
     def __init__(self, family: KokoroFamily):
-        super().__init__(max_batch_size=1, workers=1)
+        super().__init__()
         self._family = family
 
-    def run(self, batch: Sequence[WorkItem]) -> list:
+    def segments(self, item: WorkItem) -> list:
         s = self._family.settings
-        out: list = []
-        for item in batch:
-            request = item.state.request
-            voice = self._family.voices[request.voice]
-            language = resolve_language(request.language, voice.language, item.payload)
-            segments = self._family.frontend.segments(
-                item.payload, language, s.max_segment_chars, s.first_segment_chars
-            )
-            if not segments:
-                segments = InvalidRequestError(
-                    "input has no speakable text (only symbols, emoji or punctuation).",
-                    param="input",
-                )
-            out.append(segments)
-        return out
+        request = item.state.request
+        voice = self._family.voices[request.voice]
+        language = resolve_language(request.language, voice.language, item.payload)
+        return self._family.frontend.segments(
+            item.payload, language, s.max_segment_chars, s.first_segment_chars
+        )
 
 
 class KokoroAcousticStage(Stage):

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from piper.config import PiperConfig
 
-from voxflow.errors import InvalidRequestError
-from voxflow.models.base import ModelFamily, Stage, Voice, WorkItem
+from voxflow.models.base import ModelFamily, Stage, TextFrontendStage, Voice, WorkItem
 from voxflow.models.piper.frontend import PhonemeSegment, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, VoiceConfig, load_graph, read_voice_config
 from voxflow.models.piper.settings import PiperSettings
@@ -63,32 +62,20 @@ def load_voice(voice_id: str, onnx_path: Path, settings: PiperSettings) -> Piper
     return PiperVoiceModel(voice, config, piper_config, graph)
 
 
-class PiperFrontendStage(Stage):
-    """Text -> phoneme-id segments (fans out); runs espeak, so one item at a time."""
-
-    name = "frontend"
-    fans_out = True
+class PiperFrontendStage(TextFrontendStage):
+    """Text -> phoneme-id segments, through espeak-ng."""
 
     def __init__(self, family: PiperFamily):
-        super().__init__(max_batch_size=1, workers=1)
+        super().__init__()
         self._family = family
 
-    def run(self, batch: Sequence[WorkItem]) -> list:
+    def segments(self, item: WorkItem) -> list[PhonemeSegment]:
         s = self._family.settings
-        out: list = []
-        for item in batch:
-            voice = self._family.voice_models[item.state.request.voice]
-            segments = text_to_segments(
-                voice.piper_config, item.payload, s.max_segment_chars, s.first_segment_chars,
-                s.max_segment_phonemes,
-            )
-            if not segments:
-                segments = InvalidRequestError(
-                    "input has no speakable text (only symbols, emoji or punctuation).",
-                    param="input",
-                )
-            out.append(segments)
-        return out
+        voice = self._family.voice_models[item.state.request.voice]
+        return text_to_segments(
+            voice.piper_config, item.payload, s.max_segment_chars, s.first_segment_chars,
+            s.max_segment_phonemes,
+        )
 
 
 class PiperAcousticStage(Stage):
