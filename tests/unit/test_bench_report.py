@@ -65,6 +65,9 @@ def test_comparison_pools_every_start_and_gives_verdicts(tmp_path):
                                              "head/base", "verdict"]
     assert re.search(r"TTFA p50 \(s\)\s+1\.050 \[1\.000-1\.100\]\s+0\.550 \[0\.500-0\.600\]"
                      r"\s+0\.52\s+better", table)
+    # The load during a level is shown beside the results, but gets no ratio or verdict.
+    assert re.search(r"others' CPU %.*-\s+\(load\)$", table, re.MULTILINE)
+    assert "others_cpu_pct" not in row["vs_base"]["head"]
     write_json(tmp_path / "c.json", {"comparison": result})  # NaN ratios become null
     assert json.loads((tmp_path / "c.json").read_text())["comparison"]["sentences"][0]
 

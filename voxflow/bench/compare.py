@@ -24,7 +24,14 @@ from voxflow.bench.adapters import Target, make_adapter
 from voxflow.bench.arms import Arm, ArmServer, free_port, rotation
 from voxflow.bench.idle import GateResult
 from voxflow.bench.machine import git_state
-from voxflow.bench.metrics import METRIC_BY_KEY, LevelStats, Spread, merge_errors, summarize
+from voxflow.bench.metrics import (
+    METRIC_BY_KEY,
+    METRICS,
+    LevelStats,
+    Spread,
+    merge_errors,
+    summarize,
+)
 from voxflow.bench.quality import synthesize_clips
 from voxflow.bench.report import fmt_number, fmt_spread, render_table
 from voxflow.bench.runner import Case, CaseRun, LevelGuard, SweepPlan, http_client, run_sweep
@@ -156,10 +163,10 @@ def comparison(starts: list[ArmStart], arms: list[str]) -> dict[str, Any]:
                 row["arms"][arm] = {k: v.to_dict() for k, v in summaries[arm].items()}
                 row["errors_by_kind"][arm] = merge_errors(data[arm][case][c])
             row["vs_base"] = {
-                arm: {key: {"ratio": ratio(summaries[base][key], summaries[arm][key]),
-                            "verdict": verdict(summaries[base][key], summaries[arm][key],
-                                               METRIC_BY_KEY[key].lower_is_better)}
-                      for key in METRIC_BY_KEY}
+                arm: {m.key: {"ratio": ratio(summaries[base][m.key], summaries[arm][m.key]),
+                              "verdict": verdict(summaries[base][m.key], summaries[arm][m.key],
+                                                 m.lower_is_better)}
+                      for m in METRICS if m.result}
                 for arm in others
             }
             rows.append(row)
@@ -183,7 +190,7 @@ def comparison_table(result: dict[str, Any], arms: list[str]) -> str:
                 for arm in arms:
                     cells.append(fmt_spread(Spread(**row["arms"][arm][key]), metric.digits))
                 for arm in others:
-                    vs = row["vs_base"][arm][key]
+                    vs = row["vs_base"][arm].get(key, {"ratio": math.nan, "verdict": "(load)"})
                     cells += [fmt_number(vs["ratio"], 2), vs["verdict"]]
                 rows.append(cells)
     return render_table(header, rows)

@@ -24,6 +24,8 @@ class Metric:
     label: str
     lower_is_better: bool
     digits: int = 3
+    result: bool = True
+    """False for a condition of the measurement (the machine's load), which gets no verdict."""
 
 
 METRICS: tuple[Metric, ...] = (
@@ -35,7 +37,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("rtf_p50", "RTF p50", True),
     Metric("stall_rate", "stall rate", True, 2),
     Metric("errors", "errors", True, 0),
-    Metric("others_cpu_pct", "others' CPU %", True, 0),
+    Metric("others_cpu_pct", "others' CPU %", True, 0, result=False),
 )
 """Every metric that comparisons summarize, in table order."""
 

@@ -26,8 +26,9 @@ RUN_COLUMNS: tuple[tuple[str, str, int], ...] = (
 """(LevelStats field, column header, decimals) of the `bench run` table, after case/conc/ok."""
 
 
-def fmt_number(value: float, digits: int) -> str:
-    if math.isnan(value):
+def fmt_number(value: float | None, digits: int) -> str:
+    """`value` with `digits` decimals; ``-`` for NaN or None (NaN read back from JSON)."""
+    if value is None or math.isnan(value):
         return "-"
     if math.isinf(value):
         return "inf"
