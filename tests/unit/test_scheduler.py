@@ -33,6 +33,8 @@ def _drain_names(queue: StageQueue, names: dict) -> list[list[str]]:
 
 
 def test_first_segments_run_before_later_segments_of_earlier_requests():
+    # No audio has left yet: segment k of a request is due k segment-estimates (2 s) after its
+    # arrival, so every first segment goes ahead, then each request's second segment, then a2.
     q, _ = _queue(KeyedStage(max_batch_size=1))
     a, _ = make_state()
     b, _ = make_state()
@@ -44,7 +46,38 @@ def test_first_segments_run_before_later_segments_of_earlier_requests():
     q.put(WorkItem(b, 0, "x"))
     q.put(WorkItem(c, 0, "x"))
     q.put(WorkItem(b, 1, "x"))
-    assert _drain_names(q, names) == [["b0"], ["c0"], ["a1"], ["a2"], ["b1"], ["c1"]]
+    assert _drain_names(q, names) == [["b0"], ["c0"], ["a1"], ["b1"], ["c1"], ["a2"]]
+
+
+def _playing(seconds_left: float):
+    """A request whose first segment's audio went out and has `seconds_left` still to play."""
+    state, _ = make_state()
+    state.set_segment_count(3)
+    state.deliver(0, np.zeros(8000 * 4, np.float32))  # 4 s of audio at 8 kHz
+    state.first_audio_at = time.perf_counter() - (4.0 - seconds_left)
+    return state
+
+
+def test_stream_about_to_run_dry_goes_before_a_new_request():
+    # Regression (bench at concurrency 8-16): continuations waited behind every newer first
+    # segment and listeners heard 0.3-5 s of silence mid-utterance.
+    q, _ = _queue(KeyedStage(max_batch_size=1))
+    old = _playing(seconds_left=0.2)  # due 0.3 s ago (0.5 s lead)
+    new, _ = make_state()
+    names = {id(old): "old", id(new): "new"}
+    q.put(WorkItem(new, 0, "x"))
+    q.put(WorkItem(old, 1, "x"))
+    assert _drain_names(q, names) == [["old1"], ["new0"]]
+
+
+def test_stream_with_audio_to_spare_lets_a_new_request_go_first():
+    q, _ = _queue(KeyedStage(max_batch_size=1))
+    old = _playing(seconds_left=3.0)  # due in 2.5 s
+    new, _ = make_state()
+    names = {id(old): "old", id(new): "new"}
+    q.put(WorkItem(old, 1, "x"))
+    q.put(WorkItem(new, 0, "x"))
+    assert _drain_names(q, names) == [["new0"], ["old1"]]
 
 
 def test_whole_request_items_count_as_first():
@@ -57,7 +90,9 @@ def test_whole_request_items_count_as_first():
     assert _drain_names(q, names) == [["b-1"], ["a1"]]
 
 
-def test_later_segments_run_in_arrival_order_of_their_requests():
+def test_later_segments_run_by_deadline_then_arrival_of_their_requests():
+    # Same segment index = same deadline offset; the earlier request is due first. A further
+    # segment (first3, 6 s out) waits behind the nearer ones of the later request.
     q, _ = _queue(KeyedStage(max_batch_size=1))
     first, _ = make_state()
     second, _ = make_state()
@@ -66,7 +101,7 @@ def test_later_segments_run_in_arrival_order_of_their_requests():
     q.put(WorkItem(first, 3, "x"))
     q.put(WorkItem(second, 2, "x"))
     q.put(WorkItem(first, 1, "x"))
-    assert _drain_names(q, names) == [["first1"], ["first3"], ["second1"], ["second2"]]
+    assert _drain_names(q, names) == [["first1"], ["second1"], ["second2"], ["first3"]]
 
 
 def test_only_items_with_the_head_batch_key_join_it():

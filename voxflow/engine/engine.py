@@ -18,7 +18,7 @@ from typing import Any
 
 from voxflow.config import Settings
 from voxflow.engine.metrics import EngineMetrics
-from voxflow.engine.request import RequestState, SpeechRequest
+from voxflow.engine.request import Deadlines, RequestState, SpeechRequest
 from voxflow.engine.scheduler import StageQueue, drain
 from voxflow.engine.stream import SpeechStream
 from voxflow.engine.worker import run_stage_batch
@@ -222,7 +222,8 @@ class Engine:
 
         seed = request.seed if request.seed is not None else secrets.randbits(63)
         voice = family.voices[request.voice]
-        state = RequestState(request, seed, voice.sample_rate, sink)
+        deadlines = Deadlines(cfg.ttfa_target_s, cfg.continuation_lead_s)
+        state = RequestState(request, seed, voice.sample_rate, sink, deadlines)
         self._outstanding += 1
         self._waiting += 1
         self._update_gauges()

@@ -61,6 +61,22 @@ class SpeechRequest:
     language: str | None = None
 
 
+@dataclass(frozen=True)
+class Deadlines:
+    """Scheduling targets behind `RequestState.due`, in seconds.
+
+    Attributes:
+        ttfa_target_s: how long a new request's first segment may wait before it is due.
+        continuation_lead_s: how long before a stream's audio runs out its next segment is due
+            (its synthesis time, roughly: a 120-character segment takes 0.1-0.3 s here).
+        segment_estimate_s: assumed audio length of a segment not yet synthesized.
+    """
+
+    ttfa_target_s: float = 0.0
+    continuation_lead_s: float = 0.5
+    segment_estimate_s: float = 2.0
+
+
 # Signature of the sink a RequestState pushes to: (chunk or None, error or None).
 Sink = Callable[[AudioChunk | None, BaseException | None], None]
 
@@ -77,7 +93,14 @@ class RequestState:
 
     _arrivals = itertools.count()
 
-    def __init__(self, request: SpeechRequest, seed: int, sample_rate: int, sink: Sink):
+    def __init__(
+        self,
+        request: SpeechRequest,
+        seed: int,
+        sample_rate: int,
+        sink: Sink,
+        deadlines: Deadlines | None = None,
+    ):
         self.request = request
         self.seed = seed
         self.sample_rate = sample_rate
@@ -88,6 +111,7 @@ class RequestState:
         self.segments_total: int | None = None
         self.segments_synthesized = 0
         self._sink = sink
+        self._deadlines = deadlines or Deadlines()
         self._lock = threading.Lock()
         self._pending: dict[int, np.ndarray] = {}
         self._next_segment = 0
@@ -107,6 +131,24 @@ class RequestState:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    def due(self, segment_index: int, now: float) -> float:
+        """When segment `segment_index` should be ready (perf_counter seconds), for scheduling.
+
+        Before any audio: the first segment is due at arrival plus the TTFA target. Once audio
+        flows: the next segment is due when the audio sent so far has played out (playback
+        taken to start at the first chunk), less the lead its synthesis needs. Segments further
+        ahead are due one `segment_estimate_s` later each. `now` is unused today; it keeps the
+        signature ready for deadlines that depend on it.
+        """
+        d = self._deadlines
+        if self.first_audio_at is None:
+            start, ahead = self.submitted_at + d.ttfa_target_s, max(segment_index, 0)
+        else:
+            played_out = self.first_audio_at + self.audio_samples / self.sample_rate
+            start = played_out - d.continuation_lead_s
+            ahead = max(segment_index - self._next_segment, 0)
+        return start + ahead * d.segment_estimate_s
 
     def cancel(self) -> None:
         """Stop all further work for this request (idempotent, thread-safe)."""

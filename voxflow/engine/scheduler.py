@@ -2,8 +2,12 @@
 
 Policy, applied each time a worker asks for work (`StageQueue.next_batch`):
 1. Items of cancelled requests are dropped (and counted), never run.
-2. Priority: a request's first segment before any later segment (time to first audio), then
-   arrival order of the request, then segment order.
+2. Priority: earliest playback deadline first (`RequestState.due`). A request's first segment
+   is due when it arrives (plus `ttfa_target_s`); a later segment is due when the audio already
+   sent to its listener runs out (less `continuation_lead_s`, the head start its synthesis
+   needs). So new requests go ahead of streams that still have audio to play, but a stream about
+   to run dry goes ahead of newer arrivals: neither time to first audio nor continuity starves.
+   Ties: request arrival order, then segment order.
 3. The head item picks the batch key; later items join only with an equal key (same voice and
    compatible options), up to `max_batch_size` items and ``len(batch) * max(cost) <=
    max_batch_cost`` (padding cap). The head item always runs, even if alone it exceeds the cap.
@@ -14,16 +18,16 @@ Policy, applied each time a worker asks for work (`StageQueue.next_batch`):
 
 from __future__ import annotations
 
-import heapq
 import threading
+import time
 from collections.abc import Callable
 
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.models.base import Stage, WorkItem
 
 
-def _priority(item: WorkItem, seq: int) -> tuple[int, int, int, int]:
-    return (0 if item.is_first else 1, item.state.arrival, item.segment_index, seq)
+def _priority(item: WorkItem, seq: int, now: float) -> tuple[float, int, int, int]:
+    return (item.state.due(item.segment_index, now), item.state.arrival, item.segment_index, seq)
 
 
 class StageQueue:
@@ -42,20 +46,22 @@ class StageQueue:
         self.stage = stage
         self.isolate_seeded = isolate_seeded
         self._metrics = metrics
-        self._heap: list[tuple[tuple[int, int, int, int], WorkItem]] = []
+        # (arrival seq, item); ordered by deadline at each batch formation, because deadlines
+        # move as audio is delivered.
+        self._items: list[tuple[int, WorkItem]] = []
         self._seq = 0
         self._cond = threading.Condition()
         self._closed = False
 
     def __len__(self) -> int:
         with self._cond:
-            return len(self._heap)
+            return len(self._items)
 
     def put(self, item: WorkItem) -> None:
         """Add an item; wakes one waiting worker."""
         with self._cond:
             self._seq += 1
-            heapq.heappush(self._heap, (_priority(item, self._seq), item))
+            self._items.append((self._seq, item))
             self._update_depth()
             self._cond.notify()
 
@@ -76,7 +82,7 @@ class StageQueue:
                 self._drop_cancelled()
                 if self._closed:
                     return []
-                if self._heap:
+                if self._items:
                     batch = self._form_batch()
                     self._update_depth()
                     return batch
@@ -84,17 +90,20 @@ class StageQueue:
                     return []
 
     def _drop_cancelled(self) -> None:
-        live = [entry for entry in self._heap if not entry[1].state.cancelled]
-        dropped = len(self._heap) - len(live)
+        live = [entry for entry in self._items if not entry[1].state.cancelled]
+        dropped = len(self._items) - len(live)
         if dropped:
-            heapq.heapify(live)
-            self._heap = live
+            self._items = live
             self._metrics.dropped_items.labels(self.model, self.stage.name).inc(dropped)
             self._update_depth()
 
     def _form_batch(self) -> list[WorkItem]:
         stage = self.stage
-        entries = sorted(self._heap)
+        now = time.perf_counter()
+        entries = sorted(
+            ((_priority(item, seq, now), item) for seq, item in self._items),
+            key=lambda entry: entry[0],
+        )
         head = entries[0][1]
         key = stage.batch_key(head)
         chosen = [entries[0]]
@@ -111,15 +120,14 @@ class StageQueue:
             chosen.append(entry)
             max_cost = cost
         taken = {id(e[1]) for e in chosen}
-        self._heap = [e for e in self._heap if id(e[1]) not in taken]
-        heapq.heapify(self._heap)
+        self._items = [e for e in self._items if id(e[1]) not in taken]
         return [e[1] for e in chosen]
 
     def _alone(self, item: WorkItem) -> bool:
         return self.isolate_seeded and item.state.request.seed is not None
 
     def _update_depth(self) -> None:
-        self._metrics.queue_depth.labels(self.model, self.stage.name).set(len(self._heap))
+        self._metrics.queue_depth.labels(self.model, self.stage.name).set(len(self._items))
 
 
 def drain(queue: StageQueue, on_batch: Callable[[list[WorkItem]], None]) -> None:
