@@ -54,9 +54,9 @@ class EngineSettings(_Strict):
     isolate_seeded: bool = True
     # Deadline scheduling (see engine/scheduler.py): a new request's first segment is due this
     # many seconds after arrival...
-    ttfa_target_s: float = Field(0.0, ge=0)
+    ttfa_target_s: float = Field(1.0, ge=0)
     # ...and a stream's next segment this many seconds before its audio so far has played out.
-    continuation_lead_s: float = Field(0.5, ge=0)
+    continuation_lead_s: float = Field(1.0, ge=0)
 
 
 class ModelSettings(_Strict):

@@ -72,8 +72,8 @@ class Deadlines:
         segment_estimate_s: assumed audio length of a segment not yet synthesized.
     """
 
-    ttfa_target_s: float = 0.0
-    continuation_lead_s: float = 0.5
+    ttfa_target_s: float = 1.0
+    continuation_lead_s: float = 1.0
     segment_estimate_s: float = 2.0
 
 
@@ -135,15 +135,19 @@ class RequestState:
     def due(self, segment_index: int, now: float) -> float:
         """When segment `segment_index` should be ready (perf_counter seconds), for scheduling.
 
-        Before any audio: the first segment is due at arrival plus the TTFA target. Once audio
-        flows: the next segment is due when the audio sent so far has played out (playback
-        taken to start at the first chunk), less the lead its synthesis needs. Segments further
-        ahead are due one `segment_estimate_s` later each. `now` is unused today; it keeps the
-        signature ready for deadlines that depend on it.
+        Before any audio: the first segment is due at arrival plus the TTFA target; a later
+        one is due `segment_estimate_s` per segment after `now` at the earliest (its listener
+        has heard nothing yet, so it is never due before first segments already waiting).
+        Once audio flows: the next segment is due when the audio sent so far has played out
+        (playback taken to start at the first chunk), less the lead its synthesis needs.
+        Segments further ahead are due one `segment_estimate_s` later each.
         """
         d = self._deadlines
         if self.first_audio_at is None:
-            start, ahead = self.submitted_at + d.ttfa_target_s, max(segment_index, 0)
+            arrival = self.submitted_at + d.ttfa_target_s
+            if segment_index <= 0:
+                return arrival
+            start, ahead = max(now, arrival), segment_index
         else:
             played_out = self.first_audio_at + self.audio_samples / self.sample_rate
             start = played_out - d.continuation_lead_s
