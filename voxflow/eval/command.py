@@ -8,11 +8,11 @@ names them; the CLI turns that into ``voxflow: <message>`` and exit status 2.
 from __future__ import annotations
 
 import argparse
-import json
-import math
 from itertools import combinations
 from pathlib import Path
 from typing import Any
+
+from voxflow.bench.report import write_json
 
 
 def named_folder(text: str) -> tuple[str, Path]:
@@ -26,17 +26,7 @@ def named_folder(text: str) -> tuple[str, Path]:
 def _write(path: Path | None, record: dict[str, Any]) -> None:
     """Write `record` as JSON to `path` (if given); NaN and infinities become null."""
     if path is not None:
-        path.write_text(json.dumps(_finite(record), indent=2) + "\n", encoding="utf-8")
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+        write_json(path, record)
 
 
 def eval_wer(args: argparse.Namespace) -> int:
