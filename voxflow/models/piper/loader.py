@@ -141,9 +141,14 @@ def rewrite_graph(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int, str]:
     return model, channels, durations
 
 
-def load_graph(onnx_path: Path, intra_op_threads: int, inter_op_threads: int) -> RewrittenGraph:
+def load_graph(
+    onnx_path: Path, intra_op_threads: int, inter_op_threads: int, spin: bool = True
+) -> RewrittenGraph:
     """Load, rewrite and open a voice's graph with ONNX Runtime on the CPU.
 
+    Args:
+        spin: let idle pool threads spin (ORT's default); off for a session that may run beside
+            another one, where spinning threads would steal its cores.
     Raises:
         ValueError: not a Piper VITS graph. onnx/onnxruntime errors: unreadable file.
     """
@@ -151,6 +156,8 @@ def load_graph(onnx_path: Path, intra_op_threads: int, inter_op_threads: int) ->
     options = ort.SessionOptions()
     options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = inter_op_threads
+    if not spin:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(
         model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ class PiperVoiceModel:
     config: VoiceConfig
     piper_config: PiperConfig
     graph: RewrittenGraph
+    # More threads, for a segment that runs alone (None when solo_threads is off).
+    solo_graph: RewrittenGraph | None = None
 
 
 def _voice_files(settings: PiperSettings) -> dict[str, Path]:
@@ -58,8 +61,11 @@ def load_voice(voice_id: str, onnx_path: Path, settings: PiperSettings) -> Piper
     config = read_voice_config(json_path)
     piper_config = PiperConfig.from_dict(json.loads(json_path.read_text(encoding="utf-8")))
     graph = load_graph(onnx_path, settings.intra_op_threads, settings.inter_op_threads)
+    solo = None
+    if settings.solo_threads > settings.intra_op_threads:
+        solo = load_graph(onnx_path, settings.solo_threads, settings.inter_op_threads, spin=False)
     voice = Voice(voice_id, config.language.replace("_", "-"), config.sample_rate, "piper")
-    return PiperVoiceModel(voice, config, piper_config, graph)
+    return PiperVoiceModel(voice, config, piper_config, graph, solo)
 
 
 class PiperFrontendStage(TextFrontendStage):
@@ -87,6 +93,8 @@ class PiperAcousticStage(Stage):
         s = family.settings
         super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers)
         self._family = family
+        self._running = 0  # acoustic runs in progress, across this stage's workers
+        self._running_lock = threading.Lock()
 
     def batch_key(self, item: WorkItem) -> Hashable:
         request = item.state.request
@@ -102,10 +110,20 @@ class PiperAcousticStage(Stage):
         voice = self._family.voice_models[request.voice]
         rows = [item.payload.phoneme_ids for item in batch]
         seeds = [(item.state.seed, item.segment_index) for item in batch]
-        return synthesize_batch(
-            voice.graph, voice.config, rows, seeds, request.speed,
-            self._family.settings.noise_frames_per_phoneme,
-        )
+        with self._running_lock:
+            self._running += 1
+            alone = self._running == 1
+        try:
+            seeded = any(item.state.request.seed is not None for item in batch)
+            use_solo = alone and voice.solo_graph is not None and not seeded
+            graph = voice.solo_graph if use_solo else voice.graph
+            return synthesize_batch(
+                graph, voice.config, rows, seeds, request.speed,
+                self._family.settings.noise_frames_per_phoneme,
+            )
+        finally:
+            with self._running_lock:
+                self._running -= 1
 
 
 class PiperFamily(ModelFamily):

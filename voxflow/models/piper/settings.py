@@ -24,6 +24,10 @@ class PiperSettings(BaseModel):
     intra_op_threads: int = Field(1, ge=1, le=256)
     inter_op_threads: int = Field(1, ge=1, le=256)
     workers: int = Field(2, ge=1, le=64)
+    # A segment that runs while no other acoustic work does uses a second session with this
+    # many threads, so a lone request is not held to one core (0 = off). Seeded requests always
+    # use the `intra_op_threads` session: their bytes must not depend on the load.
+    solo_threads: int = Field(2, ge=0, le=256)
     max_batch_size: int = Field(1, ge=1, le=64)
     # Cap on padded phoneme ids per batch: len(batch) * longest row.
     max_batch_phonemes: int = Field(2048, ge=64)

@@ -1,0 +1,81 @@
+"""The Piper acoustic stage's solo session: a segment that runs alone gets more threads (the
+bench: a lone request ran 1.7x slower than piper's own server on one-thread workers), while a
+seeded request always runs on the fixed-thread session, so its bytes never depend on the load."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from fakes import make_state
+
+from voxflow.models.base import WorkItem
+from voxflow.models.piper.frontend import PhonemeSegment
+from voxflow.models.piper.model import PiperAcousticStage, PiperFamily
+from voxflow.models.piper.settings import PiperSettings
+
+
+class RecordingSession:
+    """Passes runs to a real ONNX Runtime session and records that it was used."""
+
+    def __init__(self, session):
+        self._session = session
+        self.runs = 0
+
+    def run(self, *args, **kwargs):
+        self.runs += 1
+        return self._session.run(*args, **kwargs)
+
+
+@pytest.fixture
+def family(tiny_voice_dir):
+    settings = PiperSettings(include_default_voice=False, voices_dir=tiny_voice_dir,
+                             default_voice="tiny", solo_threads=2)
+    fam = PiperFamily("piper", settings)
+    voice = fam.voice_models["tiny"]
+    assert voice.solo_graph is not None
+    fam.voice_models["tiny"] = dataclasses.replace(
+        voice,
+        graph=dataclasses.replace(voice.graph, session=RecordingSession(voice.graph.session)),
+        solo_graph=dataclasses.replace(
+            voice.solo_graph, session=RecordingSession(voice.solo_graph.session)
+        ),
+    )
+    return fam
+
+
+def _item(seed: int | None) -> WorkItem:
+    state, _ = make_state(voice="tiny", seed=seed)
+    ids = np.asarray([1, 0, 20, 0, 31, 0, 2], np.int64)
+    return WorkItem(state, 0, PhonemeSegment("x", ids))
+
+
+def test_a_lone_unseeded_segment_runs_on_the_solo_session(family):
+    stage = PiperAcousticStage(family)
+    [audio] = stage.run([_item(seed=None)])
+    voice = family.voice_models["tiny"]
+    assert (voice.solo_graph.session.runs, voice.graph.session.runs) == (1, 0)
+    assert audio.size > 0
+
+
+def test_a_seeded_segment_always_runs_on_the_fixed_session(family):
+    stage = PiperAcousticStage(family)
+    stage.run([_item(seed=3)])
+    voice = family.voice_models["tiny"]
+    assert (voice.solo_graph.session.runs, voice.graph.session.runs) == (0, 1)
+
+
+def test_a_segment_beside_another_run_uses_the_fixed_session(family):
+    stage = PiperAcousticStage(family)
+    stage._running = 1  # another worker is mid-run
+    stage.run([_item(seed=None)])
+    voice = family.voice_models["tiny"]
+    assert (voice.solo_graph.session.runs, voice.graph.session.runs) == (0, 1)
+    assert stage._running == 1
+
+
+def test_solo_threads_zero_loads_no_second_session(tiny_voice_dir):
+    settings = PiperSettings(include_default_voice=False, voices_dir=tiny_voice_dir,
+                             default_voice="tiny", solo_threads=0)
+    assert PiperFamily("piper", settings).voice_models["tiny"].solo_graph is None
