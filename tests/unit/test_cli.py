@@ -17,8 +17,8 @@ import pytest
 import soundfile as sf
 import yaml
 
-from voxflow import cli
 from voxflow.cli import main
+from voxflow.cli import speak as cli_speak
 from voxflow.config import EngineSettings, ServerSettings, Settings, load_settings
 from voxflow.models.piper.settings import PiperSettings
 
@@ -181,7 +181,7 @@ def test_speak_unknown_voice_exits_2_naming_it(capsys, tmp_path, tiny_config) ->
 )
 def test_speak_input_errors_exit_2_before_loading(capsys, tmp_path, monkeypatch, argv, expected):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "synthesize", _must_not_run)
+    monkeypatch.setattr(cli_speak, "synthesize", _must_not_run)
     err = run_fail(capsys, ["speak", *argv])
     assert expected in err
 

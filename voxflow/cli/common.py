@@ -1,0 +1,80 @@
+"""Settings and errors shared by every command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from voxflow.config import Settings, load_settings, parse_override
+
+log = logging.getLogger(__name__)
+
+
+DEFAULT_CONFIG = Path("configs/piper.yaml")
+"""Used when ``--config`` is not given and this file exists (relative to the working dir)."""
+
+
+class CliError(Exception):
+    """A failure reported as ``voxflow: <message>`` with exit status `exit_code`."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def settings_options() -> argparse.ArgumentParser:
+    """The options every command shares: ``--config`` and ``--set``."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config", metavar="FILE",
+        help=f"deployment YAML (default: {DEFAULT_CONFIG} if it exists, else built-in defaults)",
+    )
+    common.add_argument(
+        "--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
+        help="override a setting, e.g. server.port=9000 or models.0.options.workers=4 "
+        "(VALUE is read as YAML; repeatable)",
+    )
+    return common
+
+
+def load_cli_settings(
+    args: argparse.Namespace,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+) -> Settings:
+    """Settings from ``--config`` (or the default file) with overrides applied in order.
+
+    Args:
+        args: parsed arguments with `config` and `overrides` (``KEY=VALUE`` strings).
+        before: overrides a command applies first (its own defaults; ``--set`` can replace them).
+        after: overrides that win over ``--set`` (dedicated flags such as ``--port``).
+
+    Raises:
+        ConfigError: missing or invalid file, malformed ``--set``, invalid field.
+    """
+    path = args.config
+    if path is None and DEFAULT_CONFIG.is_file():
+        path = DEFAULT_CONFIG
+    overrides = dict(before or {})
+    for text in args.overrides:
+        key, value = parse_override(text)
+        overrides[key] = value
+    overrides.update(after or {})
+    return load_settings(path, overrides)
+
+
+def only_model(settings: Settings, name: str | None) -> Settings:
+    """`settings` serving just model `name` (all models when None).
+
+    Raises:
+        CliError: `name` is not a model of the settings.
+    """
+    if name is None:
+        return settings
+    for spec in settings.models:
+        if spec.name == name:
+            return settings.model_copy(update={"models": [spec]})
+    served = ", ".join(m.name for m in settings.models)
+    raise CliError(f"unknown model '{name}'; models in the config: {served}")

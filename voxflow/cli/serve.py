@@ -1,0 +1,58 @@
+"""`voxflow serve`: validate the settings, log them, run the HTTP server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from voxflow.cli.common import CliError, load_cli_settings
+from voxflow.logging_setup import configure_logging
+
+log = logging.getLogger(__name__)
+
+
+def add_serve(commands, common: argparse.ArgumentParser) -> None:
+    p = commands.add_parser(
+        "serve", parents=[common], help="run the HTTP server (OpenAI-compatible speech API)",
+        description="Load the settings, start the engine and serve the HTTP API.",
+    )
+    p.add_argument("--host", help="bind address (server.host)")
+    p.add_argument("--port", type=int, help="TCP port (server.port)")
+    p.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the HTTP server until interrupted."""
+    flags = {"server.host": args.host, "server.port": args.port}
+    settings = load_cli_settings(args, after={k: v for k, v in flags.items() if v is not None})
+    configure_logging(settings.server.log_level)
+    log.info("settings: %s", settings.model_dump_json())
+    _check_port_free(settings.server.host, settings.server.port)
+
+    import uvicorn
+
+    from voxflow.server.app import create_app
+
+    uvicorn.run(
+        create_app(settings),
+        host=settings.server.host,
+        port=settings.server.port,
+        log_level=settings.server.log_level,
+        timeout_graceful_shutdown=settings.server.shutdown_grace_s,
+    )
+    return 0
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fail before loading any model when the address is taken (uvicorn would only find out
+    after the models loaded and warmed up, and exit with its own status 3)."""
+    import socket
+
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None

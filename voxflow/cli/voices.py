@@ -1,0 +1,79 @@
+"""`voxflow voices`: load the models and list their voices."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from typing import Any
+
+from voxflow.cli.common import CliError, load_cli_settings, only_model
+from voxflow.config import Settings
+from voxflow.logging_setup import configure_logging
+from voxflow.models.base import ModelFamily
+from voxflow.models.registry import family_class
+
+log = logging.getLogger(__name__)
+
+
+def add_voices(commands, common: argparse.ArgumentParser) -> None:
+    p = commands.add_parser(
+        "voices", parents=[common], help="list the voices of the configured models",
+        description="Load the configured models and list their voices.",
+    )
+    p.add_argument("--model", help="only this served model")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("-v", "--verbose", action="store_true", help="log loading details to stderr")
+    p.set_defaults(handler=cmd_voices)
+
+
+def load_family(name: str, family: str, options: Any) -> ModelFamily:
+    """Load one model family directly (no engine, workers or warm-up).
+
+    Raises:
+        CliError: the model fails to load (exit 1).
+    """
+    try:
+        return family_class(family)(name, options)
+    except Exception as exc:
+        raise CliError(f"model '{name}' failed to load: {exc}", exit_code=1) from None
+
+
+def voice_rows(settings: Settings) -> list[dict[str, Any]]:
+    """One row per voice of every model in `settings`: voice, model, family, language, rate."""
+    rows = []
+    for spec in settings.models:
+        family = load_family(spec.name, spec.family, spec.options)
+        for voice in sorted(family.voices.values(), key=lambda v: v.id):
+            rows.append({
+                "voice": voice.id,
+                "model": spec.name,
+                "family": voice.family,
+                "language": voice.language,
+                "sample_rate": voice.sample_rate,
+                "default": voice.id == family.default_voice,
+            })
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """`voice_rows` as an aligned text table; the default voice of each model is starred."""
+    header = ["VOICE", "MODEL", "FAMILY", "LANGUAGE", "SAMPLE_RATE"]
+    body = [
+        [r["voice"] + (" *" if r["default"] else ""), r["model"], r["family"], r["language"],
+         str(r["sample_rate"])]
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+             for row in [header, *body]]
+    return "\n".join(lines) + "\n* default voice of its model"
+
+
+def cmd_voices(args: argparse.Namespace) -> int:
+    """Print the voices of the configured models (a table, or JSON with ``--json``)."""
+    settings = only_model(load_cli_settings(args), args.model)
+    configure_logging("info" if args.verbose else "warning", tracebacks=args.verbose)
+    rows = voice_rows(settings)
+    print(json.dumps(rows, indent=2) if args.json else format_table(rows))
+    return 0
