@@ -4,7 +4,7 @@ They are real implementations of the `Stage` and `ModelFamily` contracts, so the
 queues and the workers run exactly as with a real family.
 
 `FakeFamily` (family name "fake" once registered, see `register_fake_family`):
-- frontend: splits the text at "|" into segments (blank pieces dropped); no segments ->
+- frontend: splits each run's text at "|" into segments (blank pieces dropped); no segments ->
   `InvalidRequestError(param="input")`.
 - acoustic: one waveform per segment, ``SAMPLES_PER_CHAR * len(segment)`` float32 samples drawn
   from ``default_rng([seed, segment_index])``, first sample = ``segment_index / 100`` (so a test
@@ -23,8 +23,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from voxflow.engine.request import RequestState, SpeechRequest
-from voxflow.errors import InvalidRequestError
-from voxflow.models.base import ModelFamily, Stage, Voice, WorkItem
+from voxflow.models.base import ModelFamily, Stage, TextFrontendStage, Voice, WorkItem
+from voxflow.text.document import TextRun
 
 FAKE_FAMILY_ENTRY = ("fakes:FakeFamily", "fakes:FakeSettings")
 SAMPLES_PER_CHAR = 10
@@ -58,18 +58,11 @@ def fake_audio(seed: int, segment_index: int, text: str) -> np.ndarray:
     return audio
 
 
-class FakeFrontend(Stage):
-    name = "frontend"
-    fans_out = True
+class FakeFrontend(TextFrontendStage):
+    """Segments are the "|"-separated parts of each run's text."""
 
-    def run(self, batch: Sequence[WorkItem]) -> list:
-        out: list = []
-        for item in batch:
-            segments = [p.strip() for p in item.payload.split("|") if p.strip()]
-            if not segments:
-                segments = InvalidRequestError("nothing to speak", param="input")
-            out.append(segments)
-        return out
+    def run_segments(self, item: WorkItem, run: TextRun, first: bool) -> list:
+        return [p.strip() for p in run.text.split("|") if p.strip()]
 
 
 class FakeAcoustic(Stage):

@@ -182,7 +182,7 @@ def test_front_end_error_reaches_the_client_unchanged(make_settings):
             return info.value, after, value(engine, "voxflow_requests_total", status="error")
 
     err, after, errors = asyncio.run(main())
-    assert err.param == "input" and err.message == "nothing to speak"
+    assert err.param == "input" and err.message.startswith("input has no speakable text")
     assert after[-1].is_last and errors == 1
 
 

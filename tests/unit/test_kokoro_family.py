@@ -18,6 +18,7 @@ from voxflow.models.kokoro.frontend import TokenSegment
 from voxflow.models.kokoro.model import KokoroFamily
 from voxflow.models.kokoro.settings import KokoroSettings
 from voxflow.models.kokoro.synth import run_graph
+from voxflow.text.document import parse_plain
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,8 @@ def family(tmp_path_factory) -> KokoroFamily:
 def item(text_or_segment, voice="jf_alpha", speed=1.0, seed=None, language=None, index=-1):
     request = SpeechRequest("kokoro", "x", voice, speed=speed, seed=seed, language=language)
     state = RequestState(request, seed or 0, 24000, lambda chunk, error: None)
+    if isinstance(text_or_segment, str):
+        text_or_segment = parse_plain(text_or_segment)
     return WorkItem(state, index, text_or_segment)
 
 

@@ -30,10 +30,27 @@ from voxflow.errors import (
 )
 from voxflow.models.base import ModelFamily, WorkItem, match_language
 from voxflow.models.registry import family_class
+from voxflow.text.document import SpeechDocument, parse_input
 
 log = logging.getLogger(__name__)
 
 SPEED_MIN, SPEED_MAX = 0.25, 4.0  # the OpenAI speech API's range
+
+
+def _check_run_speeds(document: SpeechDocument, speed: float) -> None:
+    """Every run's speaking rate (request speed x SSML prosody rate) must be in range.
+
+    Raises:
+        InvalidRequestError: a run's rate is outside SPEED_MIN..SPEED_MAX.
+    """
+    for run in document.runs:
+        effective = speed * run.rate
+        if not SPEED_MIN - 1e-9 <= effective <= SPEED_MAX + 1e-9:
+            raise InvalidRequestError(
+                f"speed {speed:g} x prosody rate {run.rate:g} = {effective:g} is outside "
+                f"{SPEED_MIN} to {SPEED_MAX}.",
+                param="input",
+            )
 
 
 @dataclass
@@ -163,6 +180,15 @@ class Engine:
         Raises:
             ModelNotFoundError, InvalidRequestError (param names the field), EngineNotReadyError.
         """
+        return self.prepare(request)[0]
+
+    def prepare(self, request: SpeechRequest) -> tuple[ModelFamily, SpeechDocument]:
+        """`validate`, and parse the input (plain text or SSML) into the document the front
+        end segments. Runs on the event loop, so every input error is a 400 before any audio.
+
+        Raises:
+            ModelNotFoundError, InvalidRequestError (param names the field), EngineNotReadyError.
+        """
         family = self.family(request.model)
         if request.voice not in family.voices:
             raise InvalidRequestError(
@@ -191,7 +217,9 @@ class Engine:
             raise InvalidRequestError(
                 f"seed must be an integer from 0 to 2**63-1, got {request.seed}.", param="seed"
             )
-        return family
+        document = parse_input(request.text)
+        _check_run_speeds(document, request.speed)
+        return family, document
 
     def submit(
         self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None
@@ -204,7 +232,7 @@ class Engine:
             ModelNotFoundError, InvalidRequestError, EngineNotReadyError: bad or early request.
             OverloadedError: in-flight plus queued requests are at their limit (429).
         """
-        family = self.validate(request)
+        family, document = self.prepare(request)
         if not internal and not self.models[request.model].status == "ready":
             raise EngineNotReadyError(f"model '{request.model}' is still warming up")
         cfg = self.settings.engine
@@ -224,6 +252,7 @@ class Engine:
         voice = family.voices[request.voice]
         deadlines = Deadlines(cfg.ttfa_target_s, cfg.continuation_lead_s)
         state = RequestState(request, seed, voice.sample_rate, sink, deadlines)
+        state.document = document
         self._outstanding += 1
         self._waiting += 1
         self._update_gauges()
@@ -244,7 +273,7 @@ class Engine:
         self._waiting -= 1
         self._update_gauges()
         state = stream.state
-        self.models[state.request.model].queues[0].put(WorkItem(state, -1, state.request.text))
+        self.models[state.request.model].queues[0].put(WorkItem(state, -1, state.document))
 
     def _finished(self, stream: SpeechStream, status: str) -> None:
         """Called once per stream when it ends: frees its slot, records metrics."""

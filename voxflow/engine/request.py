@@ -118,6 +118,13 @@ class RequestState:
         self._next_chunk = 0
         self._cancelled = threading.Event()
         self._finished = False
+        # Per-segment speaking-rate factors that differ from the request's (SSML prosody),
+        # seconds of silence after segments, and before the first (breaks, pauses).
+        self._segment_speeds: dict[int, float] = {}
+        self._pauses_after: dict[int, float] = {}
+        self._lead_silence_s = 0.0
+        # The parsed input (`voxflow.text.document.SpeechDocument`), set by `Engine.submit`.
+        self.document = None
 
     @property
     def id(self) -> str:
@@ -154,6 +161,36 @@ class RequestState:
             ahead = max(segment_index - self._next_segment, 0)
         return start + ahead * d.segment_estimate_s
 
+    def segment_speed(self, segment_index: int) -> float:
+        """Speaking-rate factor of one segment (the request's `speed` unless the front end set
+        another for it)."""
+        return self._segment_speeds.get(segment_index, self.request.speed)
+
+    def set_segment_plan(
+        self, speeds: dict[int, float], pauses_after: dict[int, float], lead_silence_s: float
+    ) -> None:
+        """Called by the front end before it hands out segments.
+
+        Args:
+            speeds: segment index -> speaking-rate factor, for segments whose factor is not
+                the request's `speed` (SSML ``<prosody rate>``).
+            pauses_after: segment index -> seconds of silence emitted after its audio.
+            lead_silence_s: seconds of silence emitted before segment 0's audio.
+        """
+        self._segment_speeds = dict(speeds)
+        self._pauses_after = dict(pauses_after)
+        self._lead_silence_s = lead_silence_s
+
+    def _with_pauses(self, segment_index: int, audio: np.ndarray) -> np.ndarray:
+        """`audio` with the planned silence before (segment 0 only) and after it."""
+        before = self._lead_silence_s if segment_index == 0 else 0.0
+        after = self._pauses_after.get(segment_index, 0.0)
+        if not before and not after:
+            return audio
+        head = np.zeros(round(before * self.sample_rate), np.float32)
+        tail = np.zeros(round(after * self.sample_rate), np.float32)
+        return np.concatenate([head, np.asarray(audio, np.float32), tail])
+
     def cancel(self) -> None:
         """Stop all further work for this request (idempotent, thread-safe)."""
         self._cancelled.set()
@@ -184,7 +221,7 @@ class RequestState:
 
     def _flush_locked(self) -> None:
         while self._next_segment in self._pending and not self._finished:
-            audio = self._pending.pop(self._next_segment)
+            audio = self._with_pauses(self._next_segment, self._pending.pop(self._next_segment))
             self._next_segment += 1
             last = self.segments_total is not None and self._next_segment == self.segments_total
             self._emit_locked(audio, last)

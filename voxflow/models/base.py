@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel
 
 from voxflow.errors import InvalidRequestError
+from voxflow.text.document import SpeechDocument, TextRun
 
 if TYPE_CHECKING:
     from voxflow.engine.request import RequestState
@@ -56,6 +57,13 @@ class WorkItem:
     state: RequestState
     segment_index: int
     payload: Any
+
+    @property
+    def speed(self) -> float:
+        """This segment's speaking-rate factor: the request's `speed` times its run's SSML
+        ``<prosody rate>`` (1.0 = the voice's natural rate). For the un-segmented request item
+        (segment -1), the request's `speed`."""
+        return self.state.segment_speed(self.segment_index)
 
     @property
     def is_first(self) -> bool:
@@ -109,10 +117,16 @@ class Stage(ABC):
 
 
 class TextFrontendStage(Stage):
-    """Stage 0 of a family: one request's text -> its segment payloads (fans out).
+    """Stage 0 of a family: one request's parsed input -> its segment payloads (fans out).
+
+    The item's payload is the request's `SpeechDocument` (`voxflow.text.document`), parsed at
+    validation. Each run is segmented by the family (`run_segments`); a run boundary is a
+    segment boundary. The stage records each segment's speaking-rate factor (request speed x
+    the run's rate) and the silence after it (a run's break goes after its last segment, or
+    before the first audio when nothing was spoken yet) on the request's state.
 
     Runs one item at a time on one worker: the G2P libraries behind it (espeak-ng, OpenJTalk)
-    keep global state. A text that yields no segment fails its request with a 400.
+    keep global state. A document that yields no segment fails its request with a 400.
     """
 
     name = "frontend"
@@ -122,21 +136,47 @@ class TextFrontendStage(Stage):
         super().__init__(max_batch_size=1, workers=1)
 
     @abstractmethod
-    def segments(self, item: WorkItem) -> list[Any]:
-        """The segment payloads of `item.payload` (the request's text), in reading order."""
+    def run_segments(self, item: WorkItem, run: TextRun, first: bool) -> list[Any]:
+        """The segment payloads of one run of `item`'s document, in reading order.
+
+        Args:
+            item: the request's item (its state carries the request: voice, language).
+            run: the run; `run.phonemes` (IPA) replaces `run.text` for families that take
+                phonemes, others speak `run.text`.
+            first: True while no earlier run produced a segment: the family may cap this
+                run's first segment shorter, for time to first audio.
+        """
+
+    def _plan(self, item: WorkItem) -> list[Any] | InvalidRequestError:
+        document: SpeechDocument = item.payload
+        request_speed = item.state.request.speed
+        segments: list[Any] = []
+        speeds: dict[int, float] = {}
+        pauses: dict[int, float] = {}
+        lead = document.lead_silence_s
+        for run in document.runs:
+            if run.text.strip() or run.phonemes:
+                payloads = self.run_segments(item, run, first=not segments)
+                for payload in payloads:
+                    if run.rate != 1.0:
+                        speeds[len(segments)] = request_speed * run.rate
+                    segments.append(payload)
+            if run.break_after_s > 0:
+                if segments:
+                    last = len(segments) - 1
+                    pauses[last] = pauses.get(last, 0.0) + run.break_after_s
+                else:
+                    lead += run.break_after_s
+        if not segments:
+            return InvalidRequestError(
+                "input has no speakable text (only symbols, emoji or punctuation).",
+                param="input",
+            )
+        item.state.set_segment_plan(speeds, pauses, lead)
+        return segments
 
     def run(self, batch: Sequence[WorkItem]) -> list:
-        out: list = []
-        for item in batch:
-            segments = self.segments(item)
-            if not segments:
-                out.append(InvalidRequestError(
-                    "input has no speakable text (only symbols, emoji or punctuation).",
-                    param="input",
-                ))
-            else:
-                out.append(segments)
-        return out
+        return [self._plan(item) for item in batch]
 
 
 class ModelFamily(ABC):

@@ -24,6 +24,7 @@ from voxflow.models.kokoro.loader import SAMPLE_RATE, KokoroGraph, load_graph, l
 from voxflow.models.kokoro.settings import KokoroSettings
 from voxflow.models.kokoro.synth import run_graph, trim_silence
 from voxflow.models.kokoro.voices import load_packaged_voices, voice_language
+from voxflow.text.document import TextRun
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +44,15 @@ class KokoroFrontendStage(TextFrontendStage):
         super().__init__()
         self._family = family
 
-    def segments(self, item: WorkItem) -> list:
+    def run_segments(self, item: WorkItem, run: TextRun, first: bool) -> list:
         s = self._family.settings
         request = item.state.request
         voice = self._family.voices[request.voice]
-        language = resolve_language(request.language, voice.language, item.payload)
+        language = resolve_language(request.language, voice.language, run.text)
+        if run.phonemes:
+            return self._family.frontend.ipa_segments(run.text, run.phonemes, language)
         return self._family.frontend.segments(
-            item.payload, language, s.max_segment_chars, s.first_segment_chars
+            run.text, language, s.max_segment_chars, s.first_segment_chars if first else None
         )
 
 

@@ -14,6 +14,7 @@ Ids follow piper's scheme: BOS, PAD, then each phoneme followed by PAD, then EOS
 from __future__ import annotations
 
 import threading
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,3 +92,20 @@ def text_to_segments(
                 ids = phonemes_to_ids(phonemes, config.phoneme_id_map)
                 segments.append(PhonemeSegment(piece, np.asarray(ids, dtype=np.int64)))
     return segments
+
+
+def ipa_to_segments(config: PiperConfig, text: str, ipa: str) -> list[PhonemeSegment]:
+    """One segment from IPA given by the client (SSML ``<phoneme alphabet="ipa" ph=...>``).
+
+    The IPA is decomposed (NFD, as espeak-ng's output is) and each code point looked up in the
+    voice's phoneme table; code points the voice has no id for are dropped.
+
+    Returns:
+        [] when no code point of `ipa` is in the voice's table, else one segment.
+    """
+    table = config.phoneme_id_map
+    phonemes = [p for p in unicodedata.normalize("NFD", ipa.strip()) if p in table]
+    if not any(p.strip() for p in phonemes):
+        return []
+    ids = phonemes_to_ids(phonemes, table)
+    return [PhonemeSegment(text, np.asarray(ids, dtype=np.int64))]

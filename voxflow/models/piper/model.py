@@ -17,10 +17,11 @@ from pathlib import Path
 from piper.config import PiperConfig
 
 from voxflow.models.base import ModelFamily, Stage, TextFrontendStage, Voice, WorkItem
-from voxflow.models.piper.frontend import PhonemeSegment, text_to_segments
+from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, VoiceConfig, load_graph, read_voice_config
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import synthesize_batch
+from voxflow.text.document import TextRun
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +76,14 @@ class PiperFrontendStage(TextFrontendStage):
         super().__init__()
         self._family = family
 
-    def segments(self, item: WorkItem) -> list[PhonemeSegment]:
+    def run_segments(self, item: WorkItem, run: TextRun, first: bool) -> list[PhonemeSegment]:
         s = self._family.settings
         voice = self._family.voice_models[item.state.request.voice]
+        if run.phonemes:
+            return ipa_to_segments(voice.piper_config, run.text, run.phonemes)
         return text_to_segments(
-            voice.piper_config, item.payload, s.max_segment_chars, s.first_segment_chars,
-            s.max_segment_phonemes,
+            voice.piper_config, run.text, s.max_segment_chars,
+            s.first_segment_chars if first else None, s.max_segment_phonemes,
         )
 
 

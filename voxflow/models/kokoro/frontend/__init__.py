@@ -153,6 +153,24 @@ class KokoroFrontend:
         return out
 
 
+    def ipa_segments(self, text: str, ipa: str, language: str) -> list[TokenSegment]:
+        """Segments from IPA given by the client (SSML ``<phoneme alphabet="ipa" ph=...>``).
+
+        Kokoro's alphabet is IPA plus a few capitals (see `english.py`); symbols outside the
+        vocabulary are dropped and the rest cut at 510 tokens like any phoneme string.
+
+        Returns:
+            [] when nothing of `ipa` is in the vocabulary.
+        """
+        kept = "".join(c for c in ipa if c in self.vocab)
+        out = []
+        for phonemes in split_phonemes(kept):
+            ids = np.fromiter((self.vocab[c] for c in phonemes), np.int64, len(phonemes))
+            if _has_sound(phonemes):
+                out.append(TokenSegment(text, language, phonemes, ids))
+        return out
+
+
 def _has_sound(phonemes: str) -> bool:
     """False for a piece of only punctuation and spaces (Kokoro would say nothing)."""
     return any(c.isalpha() for c in phonemes)

@@ -1,0 +1,125 @@
+"""A parsed input through the front end and the engine: pauses become silence in the audio,
+prosody rates become per-segment speeds, and a bad pause is a 400 before anything is queued."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from fakes import SAMPLES_PER_CHAR, FakeFrontend, fake_audio, register_fake_family
+
+from voxflow.config import load_settings
+from voxflow.engine.engine import Engine
+from voxflow.engine.request import RequestState, SpeechRequest
+from voxflow.errors import InvalidRequestError
+from voxflow.models.base import WorkItem
+from voxflow.text.document import SpeechDocument, TextRun, parse_input, parse_plain
+
+RATE = 8000  # the fake family's sample rate
+
+
+def test_plain_text_is_one_run_without_pauses():
+    doc = parse_input("Hello there. How are you?")
+    assert doc == SpeechDocument((TextRun("Hello there. How are you?"),))
+    assert doc.text == "Hello there. How are you?"
+
+
+def test_pause_markers_split_runs_and_a_leading_one_is_lead_silence():
+    doc = parse_plain("[pause:1s] Welcome back. [PAUSE: 250ms]Next [pause:1.5 s]")
+    assert doc.lead_silence_s == 1.0
+    assert doc.runs == (
+        TextRun(" Welcome back. ", break_after_s=0.25),
+        TextRun("Next ", break_after_s=1.5),
+    )
+
+
+def test_a_pause_longer_than_ten_seconds_is_refused():
+    with pytest.raises(InvalidRequestError, match=r"longer than 10 s") as err:
+        parse_plain("Wait [pause:11s] now.")
+    assert err.value.param == "input"
+
+
+def _item(document: SpeechDocument, speed: float = 1.0) -> WorkItem:
+    request = SpeechRequest("fake", "x", "alice", speed=speed)
+    state = RequestState(request, 0, RATE, lambda chunk, error: None)
+    return WorkItem(state, -1, document)
+
+
+def test_front_end_records_speeds_and_pauses_per_segment():
+    document = SpeechDocument(
+        (
+            TextRun("a|b", break_after_s=0.5),
+            TextRun("c", rate=2.0),
+            TextRun("   ", break_after_s=0.25),  # nothing to say: its pause joins segment 2's
+            TextRun("d|e", rate=0.5, break_after_s=1.0),
+        ),
+        lead_silence_s=0.1,
+    )
+    item = _item(document, speed=1.5)
+    [segments] = FakeFrontend().run([item])
+    assert segments == ["a", "b", "c", "d", "e"]
+    state = item.state
+    assert [state.segment_speed(i) for i in range(5)] == [1.5, 1.5, 3.0, 0.75, 0.75]
+    assert state._pauses_after == {1: 0.5, 2: 0.25, 4: 1.0}
+    assert state._lead_silence_s == 0.1
+
+
+def test_pauses_before_any_speech_add_to_the_lead_silence():
+    document = SpeechDocument((TextRun("", break_after_s=0.5), TextRun("a")), lead_silence_s=0.25)
+    item = _item(document)
+    FakeFrontend().run([item])
+    assert item.state._lead_silence_s == 0.75 and item.state._pauses_after == {}
+
+
+def test_a_document_with_only_pauses_has_nothing_to_speak():
+    [err] = FakeFrontend().run([_item(SpeechDocument((TextRun("", break_after_s=1.0),)))])
+    assert isinstance(err, InvalidRequestError) and err.param == "input"
+
+
+def _engine(monkeypatch) -> Engine:
+    register_fake_family(monkeypatch)
+    overrides = {
+        "engine.warmup": False,
+        "models": [{"name": "fake", "family": "fake", "options": {}}],
+    }
+    return Engine(load_settings(None, overrides))
+
+
+def test_pauses_are_exact_runs_of_zeros_in_the_audio(monkeypatch):
+    engine = _engine(monkeypatch)
+
+    async def main():
+        await engine.start()
+        try:
+            request = SpeechRequest("fake", "[pause:0.5s]ab|c[pause:250ms]dd", "alice", seed=3)
+            return await engine.submit(request).collect()
+        finally:
+            engine.stop()
+
+    chunks = asyncio.run(main())
+    audio = np.concatenate([c.samples for c in chunks])
+    lead, pause = int(0.5 * RATE), int(0.25 * RATE)
+    expected = np.concatenate([
+        np.zeros(lead, np.float32), fake_audio(3, 0, "ab"), fake_audio(3, 1, "c"),
+        np.zeros(pause, np.float32), fake_audio(3, 2, "dd"),
+    ])
+    assert audio.size == lead + pause + SAMPLES_PER_CHAR * 5
+    assert np.array_equal(audio, expected)
+
+
+def test_prosody_times_speed_out_of_range_is_a_400_before_queueing(monkeypatch):
+    engine = _engine(monkeypatch)
+
+    async def main():
+        await engine.start()
+        try:
+            doc = SpeechDocument((TextRun("fast", rate=3.0),))
+            monkeypatch.setattr("voxflow.engine.engine.parse_input", lambda text: doc)
+            with pytest.raises(InvalidRequestError, match=r"speed 2 x prosody rate 3 = 6"):
+                engine.submit(SpeechRequest("fake", "fast", "alice", speed=2.0))
+            assert engine.health()["inflight_requests"] == 0
+        finally:
+            engine.stop()
+
+    asyncio.run(main())

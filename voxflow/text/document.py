@@ -1,0 +1,119 @@
+"""What a request's `input` says, parsed once at validation: runs of text, pauses and rates.
+
+Plain text and SSML (`voxflow.text.ssml`, when the input starts with ``<speak``) both become a
+`SpeechDocument`: an ordered tuple of `TextRun`. A run is text spoken with one set of
+properties; run boundaries are segment boundaries (a new segment starts at each run), so a
+parser only starts a new run where the properties change, at a break, or at an SSML ``<s>``
+or ``<p>``. Inline substitutions (``<sub>``, ``<say-as>``) are expanded into the run's text.
+
+The document is built on the event loop before a request is queued, so every parse error is a
+400 before any audio is sent. Front ends (`voxflow.models.base.TextFrontendStage`) segment each
+run's text and record, per segment, its speed factor and the silence to put after it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["MAX_BREAK_S", "SpeechDocument", "TextRun", "parse_input", "parse_plain"]
+
+# Longest silence one break may ask for, in seconds (SSML engines cap it too: Azure at 5 s,
+# Google at 10 s). Longer values are a 400, not a silent clamp.
+MAX_BREAK_S = 10.0
+
+
+@dataclass(frozen=True)
+class TextRun:
+    """A stretch of input spoken with one set of properties.
+
+    Attributes:
+        text: raw text to normalize and segment; "" for a run that is only a pause.
+        rate: speaking-rate multiplier on the request's `speed` (SSML ``<prosody rate>``), > 0.
+        break_after_s: seconds of silence after the run's last segment (``<break>``,
+            ``[pause:1s]``), 0 to `MAX_BREAK_S`.
+        phonemes: IPA from ``<phoneme alphabet="ipa" ph="...">``; a family that takes
+            phonemes speaks these instead of `text` (`text` is then the element's content,
+            for logs and the script check). None for ordinary text.
+        normalize: False when `text` is already spelled out for speech (``<say-as>`` output)
+            and must not be rewritten by the English number and abbreviation rules.
+    """
+
+    text: str
+    rate: float = 1.0
+    break_after_s: float = 0.0
+    phonemes: str | None = None
+    normalize: bool = True
+
+
+@dataclass(frozen=True)
+class SpeechDocument:
+    """A parsed `input`.
+
+    Attributes:
+        runs: the runs in reading order (at least one).
+        lead_silence_s: seconds of silence before the first audio (a break at the very start).
+        ssml: True when the input was SSML.
+    """
+
+    runs: tuple[TextRun, ...]
+    lead_silence_s: float = 0.0
+    ssml: bool = False
+
+    @property
+    def text(self) -> str:
+        """The spoken text of all runs joined by spaces (for script checks and logs)."""
+        return " ".join(run.text for run in self.runs if run.text)
+
+
+# "[pause:1s]", "[pause: 500ms]", "[pause:1.5 s]": the bracket shorthand some TTS front ends and
+# LLM prompts use for a pause.
+_PAUSE_RE = re.compile(r"\[\s*pause\s*:\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*\]", re.IGNORECASE)
+
+
+def parse_plain(text: str) -> SpeechDocument:
+    """Plain text: one run, split at ``[pause:Ns]`` / ``[pause:Nms]`` markers into runs whose
+    `break_after_s` is the pause (a marker at the start gives `lead_silence_s`).
+
+    Raises:
+        InvalidRequestError: a pause longer than `MAX_BREAK_S`.
+    """
+    from voxflow.errors import InvalidRequestError
+
+    runs: list[TextRun] = []
+    lead = 0.0
+    pos = 0
+    for m in _PAUSE_RE.finditer(text):
+        seconds = float(m.group(1)) / (1000.0 if (m.group(2) or "s").lower() == "ms" else 1.0)
+        if seconds > MAX_BREAK_S:
+            raise InvalidRequestError(
+                f"pause '{m.group(0)}' is longer than {MAX_BREAK_S:g} s.", param="input"
+            )
+        before = text[pos : m.start()]
+        if before.strip():
+            runs.append(TextRun(before, break_after_s=seconds))
+        elif runs:
+            last = runs[-1]
+            runs[-1] = TextRun(last.text, last.rate, last.break_after_s + seconds)
+        else:
+            lead += seconds
+        pos = m.end()
+    rest = text[pos:]
+    if rest.strip() or not runs:
+        runs.append(TextRun(rest))
+    return SpeechDocument(tuple(runs), lead_silence_s=lead)
+
+
+def parse_input(text: str) -> SpeechDocument:
+    """Parse a request's `input`: SSML when it starts with ``<speak`` (after whitespace),
+    else plain text (`parse_plain`).
+
+    Raises:
+        InvalidRequestError: malformed or unsupported SSML (the message names the line and
+            column), or a pause out of range.
+    """
+    if text.lstrip().startswith("<speak"):
+        from voxflow.text.ssml import parse_ssml
+
+        return parse_ssml(text)
+    return parse_plain(text)
