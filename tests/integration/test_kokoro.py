@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import jiwer
 import numpy as np
 import pyopenjtalk
 import pytest
-from conftest import LiveServer, data_file, start_server
+from conftest import data_file
 
 from voxflow.cli import main as cli_main
 from voxflow.eval.normalize import normalize_for_wer
@@ -33,16 +32,9 @@ JAPANESE = [
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("kokoro_cache")
-
-
-@pytest.fixture(scope="module")
-def multi_server(cache_dir: Path) -> Iterator[LiveServer]:
-    """piper + kokoro from configs/multi.yaml, the Kokoro model joined into a temporary cache."""
-    live = start_server({"models.1.options.cache_dir": str(cache_dir)}, config=str(MULTI_CONFIG))
-    yield live
-    live.stop()
+def cache_dir(kokoro_cache_dir: Path) -> Path:
+    """The cache `multi_server` (tests/integration/conftest.py) joined the model into."""
+    return kokoro_cache_dir
 
 
 def speak(url: str, text: str, model: str = "kokoro", voice: str = "jf_alpha",

@@ -4,8 +4,14 @@ joe was 7.8 s of "Chinese letter ..."; now text mostly in a script the voice can
 
 from __future__ import annotations
 
-import pytest
+import asyncio
 
+import pytest
+from fakes import register_fake_family
+
+from voxflow.config import load_settings
+from voxflow.engine.engine import Engine
+from voxflow.engine.request import SpeechRequest
 from voxflow.errors import InvalidRequestError
 from voxflow.text.document import SpeechDocument, TextRun, parse_plain
 from voxflow.text.scripts import (
@@ -188,3 +194,34 @@ def test_text_of_a_phoneme_run_is_not_checked():
 
 def test_drop_unreadable_keeps_marks_of_readable_letters():
     assert drop_unreadable("cafe\u0301 क\u093f", ENGLISH) == ("cafe\u0301 ", 1)
+
+
+def test_engine_checks_scripts_at_validation_across_served_models(monkeypatch):
+    register_fake_family(monkeypatch)
+    settings = load_settings(None, {
+        "engine.warmup": False,
+        "models": [
+            {"name": "fake", "family": "fake", "options": {}},  # en-US voices alice, bob
+            {"name": "fake2", "family": "fake", "options": {"voices": ["carol"]}},
+        ],
+    })
+
+    async def main():
+        engine = Engine(settings)
+        await engine.start()
+        try:
+            with pytest.raises(InvalidRequestError) as err:
+                engine.prepare(SpeechRequest("fake", "Привет, как дела?", "alice"))
+            assert err.value.code == "unsupported_script"
+            assert err.value.message == (
+                "input is mostly in Cyrillic script (13 of 13 letters), which voice 'alice' of "
+                "model 'fake' (en-US) cannot read. No served voice reads Cyrillic."
+            )
+            _, document = engine.prepare(SpeechRequest("fake2", "I love 寿司 a lot.", "carol"))
+            assert document.text == "I love a lot." and document.dropped_letters == 2
+            _, document = engine.prepare(SpeechRequest("fake", "The α particle.", "bob"))
+            assert document.text == "The α particle." and document.dropped_letters == 0
+        finally:
+            engine.stop()
+
+    asyncio.run(main())

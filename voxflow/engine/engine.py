@@ -31,6 +31,7 @@ from voxflow.errors import (
 from voxflow.models.base import ModelFamily, WorkItem, match_language
 from voxflow.models.registry import family_class
 from voxflow.text.document import SpeechDocument, parse_input
+from voxflow.text.scripts import check_document, readable_scripts
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +220,28 @@ class Engine:
             )
         document = parse_input(request.text)
         _check_run_speeds(document, request.speed)
-        return family, document
+        return family, self._check_scripts(request, family, document)
+
+    def _check_scripts(
+        self, request: SpeechRequest, family: ModelFamily, document: SpeechDocument
+    ) -> SpeechDocument:
+        """`voxflow.text.scripts.check_document` for the voice (in the request's language when
+        it names one): a 400 naming the served voices that read the input when it is mostly in
+        scripts the voice cannot read, else the document with the few foreign words dropped."""
+        spoken = family.languages(request.voice)
+        if request.language is not None:
+            spoken = (match_language(request.language, spoken) or request.language,)
+        voices = {
+            f"{name}/{voice}": readable_scripts(tuple(served.family.languages(voice)))
+            for name, served in self.models.items()
+            if served.family is not None
+            for voice in served.family.voices
+        }
+        label = f"voice '{request.voice}' of model '{request.model}' ({', '.join(spoken)})"
+        document, dropped = check_document(document, readable_scripts(tuple(spoken)), label, voices)
+        if dropped:
+            log.info("input: dropped %d letters in scripts that %s cannot read", dropped, label)
+        return document
 
     def submit(
         self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None

@@ -124,7 +124,12 @@ async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str) -> Response:
 
 
 def _headers(stream: SpeechStream) -> dict[str, str]:
-    return {"X-Sample-Rate": str(stream.sample_rate), "X-Request-Id": stream.request_id}
+    headers = {"X-Sample-Rate": str(stream.sample_rate), "X-Request-Id": stream.request_id}
+    document = stream.state.document
+    if document is not None and document.dropped_letters:
+        # Letters of scripts the voice cannot read, removed (docs/api.md, "Scripts").
+        headers["X-Dropped-Letters"] = str(document.dropped_letters)
+    return headers
 
 
 class StreamAborted(Exception):

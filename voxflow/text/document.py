@@ -54,11 +54,14 @@ class SpeechDocument:
         runs: the runs in reading order (at least one).
         lead_silence_s: seconds of silence before the first audio (a break at the very start).
         ssml: True when the input was SSML.
+        dropped_letters: letters of scripts the voice cannot read that were removed from the
+            runs (`voxflow.text.scripts.check_document`); sent as `X-Dropped-Letters`.
     """
 
     runs: tuple[TextRun, ...]
     lead_silence_s: float = 0.0
     ssml: bool = False
+    dropped_letters: int = 0
 
     @property
     def text(self) -> str:

@@ -245,8 +245,9 @@ def check_document(
         voices: every served voice ("model/voice") -> its `readable_scripts`, to name the
             voices that would read the input.
     Returns:
-        (the document with `drop_unreadable` applied to each run's text, letters dropped);
-        the same document and 0 when nothing was dropped.
+        (the document with `drop_unreadable` applied to each run's text and
+        `dropped_letters` set, letters dropped); the same document and 0 when nothing was
+        dropped.
     Raises:
         InvalidRequestError: param "input", code "unsupported_script", when more than half of
             the letters are unreadable.
@@ -280,4 +281,6 @@ def check_document(
         text, dropped = drop_unreadable(run.text, readable)
         runs.append(replace(run, text=text) if dropped else run)
         total += dropped
-    return (replace(document, runs=tuple(runs)) if total else document), total
+    if not total:
+        return document, 0
+    return replace(document, runs=tuple(runs), dropped_letters=total), total
