@@ -123,3 +123,24 @@ def test_prosody_times_speed_out_of_range_is_a_400_before_queueing(monkeypatch):
             engine.stop()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['<speak>Hi <break time="1s"/> there</speak>', '  \n<speak version="1.0">Hi</speak>',
+     '<?xml version="1.0"?>\n<speak>Hi</speak>'],
+)
+def test_inputs_that_start_as_xml_are_parsed_as_ssml(text):
+    assert parse_input(text).ssml
+
+
+@pytest.mark.parametrize("text", ["<speaker> is a word", "Say <speak> aloud.", "speak up"])
+def test_text_that_merely_mentions_speak_is_plain(text):
+    assert not parse_input(text).ssml
+
+
+def test_a_doctype_is_refused_never_expanded():
+    bomb = '<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]><speak>&lol2;</speak>'
+    with pytest.raises(InvalidRequestError, match=r"DOCTYPE.*line 1, column \d+") as err:
+        parse_input(bomb)
+    assert err.value.code == "invalid_ssml"
