@@ -107,15 +107,19 @@ def parse_plain(text: str) -> SpeechDocument:
     return SpeechDocument(tuple(runs), lead_silence_s=lead)
 
 
+# Inputs that are XML documents: parsed as SSML (a DOCTYPE is then refused, never expanded).
+_XML_START_RE = re.compile(r"\s*(?:<speak[\s>/]|<\?xml\s|<!doctype\s)", re.IGNORECASE)
+
+
 def parse_input(text: str) -> SpeechDocument:
-    """Parse a request's `input`: SSML when it starts with ``<speak`` (after whitespace),
-    else plain text (`parse_plain`).
+    """Parse a request's `input`: SSML when it starts (after whitespace) with a ``<speak>``
+    tag, an XML declaration ``<?xml`` or a ``<!DOCTYPE``; else plain text (`parse_plain`).
 
     Raises:
         InvalidRequestError: malformed or unsupported SSML (the message names the line and
             column), or a pause out of range.
     """
-    if text.lstrip().startswith("<speak"):
+    if _XML_START_RE.match(text):
         from voxflow.text.ssml import parse_ssml
 
         return parse_ssml(text)
