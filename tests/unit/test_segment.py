@@ -375,7 +375,8 @@ def test_dashes_and_ellipsis(raw, expected):
         ("Thumbs 👍🏽 family 👨‍👩‍👧 flag 🇺🇸 done", "Thumbs family flag done"),
         ("tea🙂time", "tea time"),
         ("Acme™ and Acme® © 2024", "Acme and Acme © 2024"),
-        ("It is 5°C ± 2 × 3 = 6 & 50% @ noon #hash", "It is 5°C ± 2 × 3 = 6 & 50% @ noon #hash"),
+        ("It is 5°C ± 2 × 3 = 6 & 50% @ noon #hash",
+         "It is 5 degrees Celsius ± 2 × 3 = 6 & 50% @ noon #hash"),
         ("Private \ue000use and unassigned \U000e0fff chars", "Private use and unassigned chars"),
         ("soft\u00adhy zero\u200bwidth bom\ufeff rtl\u200fmark", "softhy zerowidth bom rtlmark"),
         ("ctrl\x00chars\x07 and\ttabs", "ctrlchars and tabs"),
@@ -441,30 +442,31 @@ def test_whitespace_collapsed():
     assert normalize_text("  a \t b\u00a0\u2003c\r\n d  ") == "a b c d"
 
 
-def test_paragraph_breaks_split_sentences_single_newlines_do_not():
+def test_paragraph_breaks_split_sentences_wrapped_lines_do_not():
+    # A block that ends without punctuation gets a period (not the last: the input ends there).
     text = "First paragraph without a period\n\nSecond one,\nwrapped onto\r\ntwo lines\n \n\nThird"
     assert split_sentences(text) == [
-        "First paragraph without a period",
-        "Second one, wrapped onto two lines",
+        "First paragraph without a period.",
+        "Second one, wrapped onto two lines.",
         "Third",
     ]
     assert normalize_text(text) == (
-        "First paragraph without a period Second one, wrapped onto two lines Third"
+        "First paragraph without a period. Second one, wrapped onto two lines. Third"
     )
 
 
 def test_lists_and_headings_are_boundaries():
     text = "# Shopping\nWe need:\n- eggs\n- milk\n* bread\n1. first\n2. second\n\u2029Done"
     assert normalize_paragraphs(text) == [
-        "Shopping", "We need:", "eggs", "milk", "bread", "1. first", "2. second", "Done",
+        "Shopping.", "We need:", "eggs.", "milk.", "bread.", "1. first.", "2. second.", "Done",
     ]  # fmt: skip
     assert segment_text(text, 50) == normalize_paragraphs(text)
 
 
 def test_paragraphs_with_nothing_speakable_are_dropped():
     text = "Hello\n\n...\n\n---\n\n🙂\n\nWorld"
-    assert normalize_paragraphs(text) == ["Hello", "World"]
-    assert normalize_text(text) == "Hello World"
+    assert normalize_paragraphs(text) == ["Hello.", "World"]
+    assert normalize_text(text) == "Hello. World"
 
 
 # ------------------------------------------------------------------------------------------

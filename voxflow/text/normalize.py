@@ -27,28 +27,43 @@ input                  espeak reads                                  rewritten t
 ``Jan. 5``             "jan." + sentence break                       ``January 5``
 ``vs.``                "V S"                                         ``versus``
 ``#1``                 "hash one"                                    ``number 1``
-``**bold**``           "asterisk asterisk bold ..."                  ``bold``
+``60°C``, ``1°``       "sixty degrees C", "one degrees"              ``60 degrees Celsius``,
+                                                                     ``1 degree``
+``5 km``, ``60 km/h``  "five K M", "sixty K M slash H"               ``5 kilometers``, ``60
+                                                                     kilometers per hour``
+``World War II``       "world war roman two"                         ``World War Two``
+``Henry VIII``         "henry roman eight"                           ``Henry the Eighth``
 ``½``, ``1½``          NFKC turns them into ``1⁄2`` / ``11⁄2``:       ``a half``, ``1 and a half``
                        "one two" / "eleven two"
 =====================  ============================================  ===========================
 
+Units and degree signs are `voxflow.text.units` (all its symbols, after numbers only), Roman
+numerals `voxflow.text.roman` (after title words and names only); each module's docstring
+gives its evidence and rules.
+
 Left to the phonemizer because espeak reads them well: ``6:45`` ("six forty five"),
 ``1,200`` ("one thousand two hundred"), ``1,000,000`` ("one million"), ``3.5`` ("three point
-five"), ``3.5%``, ``0.5``, ``2nd``, ``21st``, ``-5`` ("minus five"), ``5°C`` ("five degrees
-C"), ``5 p.m.``, ``e.g.`` ("for example"), ``etc.``, ``U.S.``. Currency signs are rewritten
+five"), ``3.5%``, ``0.5``, ``2nd``, ``21st``, ``-5`` ("minus five"), ``5 p.m.``, ``e.g.``
+("for example"), ``etc.``, ``U.S.``. Currency signs are rewritten
 even without decimals (``£3`` -> ``3 pounds``) because espeak says the unit first ("pound
 three").
 Not handled (espeak's reading kept): years read "nineteen hundred ninety" (old-fashioned but
 clear), slash fractions and dates ``1/2``, ``9/11`` ("one slash two"), US phone numbers
-``555-1234`` ("... dash ..."), Roman numerals, ``St.`` (espeak already picks Saint/Street by
+``555-1234`` ("... dash ..."), ``St.`` (espeak already picks Saint/Street by
 context), ``i.e.`` ("I E"), European decimal commas (``10,5`` -> "ten five").
 
 Language-neutral rules, same evidence: ``word—word`` and ``word - word`` are read with no pause
 ("word word") while ``word – word`` gets ";" and ``word, word`` a comma pause, so a dash between
 words becomes ", ". Emoji and pictographs are read by name (``I ❤ tea`` -> "I red heart tea",
 ``®`` -> "registered"), so symbols of category So are removed except ``°`` ("degrees") and
-``©`` ("copyright"). ``# Heading`` reads "hash heading", so heading and bullet markers at the
-start of a line are removed.
+``©`` ("copyright").
+
+Markup and lines (language-neutral): Markdown and HTML-ish markup is read as its text
+(`voxflow.text.markdown`: ``### Summary`` read "hash hash summary", ``**bold**`` "asterisk
+asterisk bold", URLs "https colon slash slash ..."), and a line break ends a sentence unless
+the text is evidently wrapped (`voxflow.text.lines`); a block that ends without punctuation and
+is not the last gets a period, so the voice falls and pauses there (a four-line shopping list
+was read with two pauses of 150 ms or more, now three, one after each line).
 
 The English rules run only when ``lang`` starts with ``"en"``; every other rule is
 language-neutral.
@@ -58,6 +73,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+
+from voxflow.text.lines import end_sentence, split_blocks
+from voxflow.text.markdown import MARKER_RE, strip_emphasis
+from voxflow.text.roman import spell_roman_numerals
+from voxflow.text.units import spell_units, superscript_units
 
 __all__ = ["has_speakable_content", "normalize_paragraphs", "normalize_text"]
 
@@ -83,7 +103,7 @@ _CHAR_MAP = str.maketrans(
     {
         # single quotes and apostrophes
         "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
-        "\u2032": "'", "\u2035": "'", "`": "'",
+        "\u2032": "'", "\u2035": "'",
         # double quotes
         "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"',
         # hyphens and minus signs -> ASCII hyphen
@@ -197,7 +217,7 @@ def _fraction_words(m: re.Match[str]) -> str:
 
 def _fractions(text: str, english: bool) -> str:
     if english:
-        return _FRACTION_RE.sub(_fraction_words, text)
+        return superscript_units(_FRACTION_RE.sub(_fraction_words, text))
     # Other languages: keep digits apart so NFKC's "1⁄2" does not glue onto a whole number.
     return re.sub(r"(\d)([" + "".join(_FRACTIONS) + "])", r"\1 \2", text)
 
@@ -231,8 +251,6 @@ _BEFORE_NUMBER_FORMS = [k.capitalize() for k in _BEFORE_NUMBER] + [
 _BEFORE_NUMBER_RE = re.compile(r"\b(" + "|".join(_BEFORE_NUMBER_FORMS) + r")\.\s*(?=\d)")
 _VERSUS_RE = re.compile(r"\bvs\b\.?")
 _HASH_NUMBER_RE = re.compile(r"(?<![\w&#])#\s?(?=\d)")
-# Markdown emphasis: asterisks touching a word on one side only ("**bold**", "*note*").
-_EMPHASIS_RE = re.compile(r"(?<![\w*])\*{1,3}(?=[^\s*])|(?<=[^\s*])\*{1,3}(?![\w*])")
 
 
 def _expand_before_number(m: re.Match[str]) -> str:
@@ -357,12 +375,14 @@ _LEADING_DECIMAL_RE = re.compile(r"(?<![\w.])\.(?=\d)")
 
 def _english_rules(text: str) -> str:
     text = _LEADING_DECIMAL_RE.sub("0.", text)
+    text = spell_roman_numerals(text)
     text = _abbreviations(text)
     text = _RANGE_RE.sub(_range, text)
     text = _CURRENCY_RE.sub(_money, text)
     text = _TIME_RE.sub(_clock, text)
     text = _DECADE_RE.sub(_decade, text)
-    return _ROUND_ORDINAL_RE.sub(_round_ordinal, text)
+    text = _ROUND_ORDINAL_RE.sub(_round_ordinal, text)
+    return spell_units(text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,40 +421,19 @@ def _dashes(text: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Blocks (paragraphs, list items, headings)
+# Blocks (paragraphs, lines, list items, headings: voxflow.text.lines)
 # --------------------------------------------------------------------------------------------
 
 _NEWLINES_RE = re.compile(r"\r\n?|[\u2028\x85\x0b\x0c]")
-# Heading ("# ") and bullet ("- ", "* ", "• ", dialogue "— ") markers at the start of a line.
-_MARKER_RE = re.compile(r"^\s*(?:(?:#{1,6}|[-*+•‣◦▪●·–—])\s+)+")
-_NUMBERED_RE = re.compile(r"^\s*\d{1,3}[.)]\s+")
 _SPACE_RE = re.compile(r"\s+")
 # "Great job 🙂!" -> "Great job !" -> "Great job!"; not after punctuation ("said. ..." stays).
 _SPACE_BEFORE_PUNCT_RE = re.compile(r"(?<=[\w\"')\]])\s+([,;:.!?]+)(?=\s|$)")
 
 
-def _blocks(text: str) -> list[str]:
-    """Split on blank lines (paragraphs), and before list items and around markdown headings
-    (a line break there is a boundary a reader pauses at). Other line breaks are spaces."""
-    blocks: list[list[str]] = [[]]
-    prev_heading = False
-    for line in text.split("\n"):
-        if not line.strip():
-            blocks.append([])
-            prev_heading = False
-            continue
-        marker = _MARKER_RE.match(line)
-        if marker or prev_heading or _NUMBERED_RE.match(line):
-            blocks.append([])
-        blocks[-1].append(line[marker.end() :] if marker else line)
-        prev_heading = marker is not None and "#" in marker.group(0)
-    return [" ".join(lines) for lines in blocks if lines]
-
-
 def _block_pass(text: str, english: bool) -> str:
     text = _SPACE_RE.sub(" ", text).strip()
-    text = _MARKER_RE.sub("", text)
-    text = _EMPHASIS_RE.sub("", text)
+    text = MARKER_RE.sub("", text)
+    text = strip_emphasis(text)
     if english:
         text = _english_rules(text)
     text = _dashes(text)
@@ -465,14 +464,20 @@ def _is_english(lang: str) -> bool:
 
 
 def normalize_paragraphs(text: str, *, lang: str = "en") -> list[str]:
-    """Normalize ``text`` and return its blocks (paragraphs, list items, headings), each
-    normalized as :func:`normalize_text` describes, empty blocks dropped.
+    """Normalize ``text`` and return its blocks (paragraphs, lines, list items, headings,
+    table rows, code lines), each normalized as :func:`normalize_text` describes, empty blocks
+    dropped.
 
-    Block boundaries are blank lines, U+2029, a line starting with a list marker ("- ", "* ",
-    "• ", "1. ", "2) ") or a markdown heading ("# "), and the line after a heading. List and
-    heading markers are removed (numbered-list numbers are kept). Any other line break is a
-    space. Blocks with nothing speakable (a "---" rule, a lone "...", an emoji) are dropped.
-    ``normalize_text(t) == " ".join(normalize_paragraphs(t))`` always holds.
+    Block boundaries (`voxflow.text.lines`): blank lines, U+2029, HTML block tags (``<br>``,
+    ``<p>``), a line starting with a list marker ("- ", "* ", "• ", "1. ", "2) ") or a
+    Markdown heading ("# ", also after a sentence on the same line), the line after a heading,
+    each table row and fenced code line, and any other line break except where the text is
+    evidently wrapped (the line ends with ``,``, ``;``, a dash or ``(``, or the next line
+    starts in lower case, unless the line ends with ``:``). Markdown markup is removed
+    (`voxflow.text.markdown`; numbered-list numbers are kept). Every block but the last ends
+    with sentence punctuation (``.`` added when it has none; ``:`` and ``;`` count; a final
+    ``,`` becomes ``.``). Blocks with nothing speakable (a "---" rule, a lone "...", an emoji)
+    are dropped. ``normalize_text(t) == " ".join(normalize_paragraphs(t))`` always holds.
 
     Raises:
         TypeError: ``text`` is not a ``str``.
@@ -482,13 +487,12 @@ def normalize_paragraphs(text: str, *, lang: str = "en") -> list[str]:
     english = _is_english(lang)
     text = unicodedata.normalize("NFKC", _fractions(text.translate(_PRE_NFKC), english))
     text = _NEWLINES_RE.sub("\n", text).replace("\u2029", "\n\n")
-    text = _filter_chars(text).translate(_CHAR_MAP)
     out = []
-    for block in _blocks(text):
-        normalized = _normalize_block(block, english)
+    for block, _code in split_blocks(_filter_chars(text).translate(_CHAR_MAP)):
+        normalized = _normalize_block(block.replace("`", "'"), english)
         if has_speakable_content(normalized):
             out.append(normalized)
-    return out
+    return [end_sentence(block) for block in out[:-1]] + out[-1:]
 
 
 def normalize_text(text: str, *, lang: str = "en") -> str:
@@ -496,9 +500,10 @@ def normalize_text(text: str, *, lang: str = "en") -> str:
 
     Args:
         text: raw request text (any script, any length).
-        lang: BCP-47-ish language of the text. English rules (numbers, abbreviations, markdown
-            emphasis; see the module docstring for the espeak-ng evidence behind each) apply
-            only when it starts with ``"en"`` (the default).
+        lang: BCP-47-ish language of the text. English rules (numbers, abbreviations, units,
+            Roman numerals; see the module docstring for the espeak-ng evidence behind each)
+            apply only when it starts with ``"en"`` (the default). Markup and line rules apply
+            to every language.
 
     Returns:
         One line of text: NFKC-normalized; curly quotes made straight (``’`` -> ``'``, ``“”``
@@ -507,9 +512,10 @@ def normalize_text(text: str, *, lang: str = "en") -> str:
         ``…`` -> ``...``; emoji, pictographs, dingbats, private-use, unassigned, control and
         format characters removed (``°`` and ``©`` kept; ZWJ/ZWNJ kept between letters);
         letters of all scripts, digits, punctuation, currency and math signs kept; whitespace
-        collapsed to single spaces; stripped. Paragraph and list structure is flattened to
-        spaces (use :func:`normalize_paragraphs` to keep it); paragraphs with nothing
-        speakable are dropped. ``""`` when nothing is speakable. Idempotent for text without
+        collapsed to single spaces; stripped; Markdown and HTML-ish markup read as text.
+        Blocks (paragraphs, lines, items) are joined by spaces after each but the last got
+        sentence punctuation (use :func:`normalize_paragraphs` to keep them apart); blocks with
+        nothing speakable are dropped. ``""`` when nothing is speakable. Idempotent for text without
         line breaks: ``normalize_text(normalize_text(t)) == normalize_text(t)`` (flattening
         paragraphs can put words side by side that a rule then joins, e.g. "Dr." ending one
         paragraph and a name starting the next, so pass raw text to the segmenter).

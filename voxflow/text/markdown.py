@@ -1,0 +1,184 @@
+"""Markdown and HTML-ish markup: what is spoken is the text, never the symbols.
+
+Much text sent to a speech API comes from language models and is Markdown. espeak-ng reads its
+markup aloud ("hash hash summary", "asterisk", "https colon slash slash ..."). These helpers
+classify lines (:func:`line_kind`, used by `voxflow.text.lines`) and strip inline markup
+(:func:`strip_inline`, :func:`strip_emphasis`). Regular expressions rather than a CommonMark
+parser, on purpose: a parser re-reads plain prose (an indented line becomes code, a ``---``
+under a line makes it a heading, ``1990. was`` a list, backslashes and entities are unescaped),
+and plain prose must come out unchanged. Every rule needs the markup's own shape (a marker at
+the start of a line followed by a space, a closed ``[text](url)``, a closed code span, emphasis
+markers touching a word on one side only), so ``5 * 3``, ``snake_case``, ``C#`` and a lone
+``_`` stay.
+
+Decisions (documented in docs/api.md, "How text is read"):
+- Headings (``#`` to ``######``), bullets (``-``, ``*``, ``+``, ``•``, task boxes ``[ ]``,
+  ``[x]``), numbered items (the number is kept and read), block quotes (``>``): markers dropped;
+  a heading after a sentence on the same line (``worry. ### Summary``) starts a new block.
+- Code fences: the fence lines (with their language tag) are dropped and the code is read, one
+  line per sentence, without inline rules; inline code ```x``` is read as ``x``.
+- Links ``[text](url)`` and ``[text][ref]`` read the text; reference definitions
+  (``[ref]: url``) are dropped; images ``![alt](src)`` read the alt text (nothing when empty);
+  bare URLs and ``<url>`` autolinks read the host name without ``www.``
+  (``https://www.example.com/a?b`` -> ``example.com``); e-mail addresses are left.
+- Emphasis ``*x*``, ``**x**``, ``_x_``, ``__x__`` and strike-through ``~~x~~`` read the text.
+- Tables: each row is read as its cells separated by commas, one row per sentence; the
+  ``|---|`` rule is dropped. Horizontal rules (``---``, ``***``, ``___``) and setext underlines
+  end a block and are not read.
+- HTML tags: ``<br>``, ``<p>``, ``<div>``, ``<li>``, ``<hr>``, ``<h1>``... end a block;
+  inline tags (``<b>``, ``<em>``, ``<span ...>``, ``<a href>``...) are dropped; ``<img alt="x">``
+  reads ``x``. Only these known tag names: ``a < b > c`` is left.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["block_tags_to_newlines", "line_kind", "strip_emphasis", "strip_inline",
+           "table_cells"]  # fmt: skip
+
+# ---------------------------------------------------------------------------------------------
+# Lines
+# ---------------------------------------------------------------------------------------------
+
+# Heading ("# "), bullet ("- ", "* ", "• ", dialogue "— ") and task-box markers at the start.
+MARKER_RE = re.compile(r"^\s*(?:(?:#{1,6}|[-*+•‣◦▪●·–—])\s+)+(?:\[[ xX]\]\s+)?")
+NUMBERED_RE = re.compile(r"^\s*\d{1,3}[.)]\s+")
+_FENCE_RE = re.compile(r"^\s{0,3}(`{3,}|~{3,})\s*[\w+#.-]*\s*$")
+_QUOTE_RE = re.compile(r"^\s{0,3}(?:>\s?)+")
+_RULE_RE = re.compile(r"^\s{0,3}(?:(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,}|={3,}\s*)$")
+_TABLE_RULE_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)+\|?\s*$")
+_REF_DEFINITION_RE = re.compile(r"^\s{0,3}\[[^\]\n]+\]:\s*\S+(?:\s+\"[^\"]*\")?\s*$")
+# "worry. ### Summary": a heading marker after sentence punctuation, or "##"+ after a word.
+_INLINE_HEADING_RE = re.compile(
+    r"(?:(?<=[.!?:])|(?<=[.!?:][\"')\]]))\s+(?=#{1,6}\s+\S)|(?<=\S)\s+(?=#{2,6}\s+\S)"
+)
+_TRAILING_HASHES_RE = re.compile(r"\s+#+\s*$")
+
+
+def line_kind(line: str) -> str:
+    """What a line is: ``"fence"``, ``"rule"`` (horizontal rule, setext underline),
+    ``"table_rule"`` (``|---|---|``), ``"reference"`` (``[ref]: url``), ``"blank"`` or
+    ``"text"`` (anything else, including headings, items and table rows)."""
+    if not line.strip():
+        return "blank"
+    if _FENCE_RE.match(line):
+        return "fence"
+    if _TABLE_RULE_RE.match(line) and "|" in line:
+        return "table_rule"
+    if _RULE_RE.match(line):
+        return "rule"
+    if _REF_DEFINITION_RE.match(line):
+        return "reference"
+    return "text"
+
+
+def strip_quote(line: str) -> str:
+    """``> > text`` -> ``text`` (block-quote markers at the start of a line)."""
+    return _QUOTE_RE.sub("", line, count=1) if ">" in line else line
+
+
+def split_inline_headings(line: str) -> list[str]:
+    """``You mustn't worry. ### Summary`` -> ``["You mustn't worry.", "### Summary"]``."""
+    return _INLINE_HEADING_RE.split(line) if "#" in line else [line]
+
+
+def strip_marker(line: str) -> tuple[str, bool, bool]:
+    """(text, is_marked, is_heading): the line without its heading/bullet marker (and a
+    heading's closing ``#``s), whether it had one, whether it was a heading."""
+    m = MARKER_RE.match(line)
+    if not m:
+        return line, False, False
+    heading = "#" in m.group(0)
+    text = line[m.end() :]
+    if heading:
+        text = _TRAILING_HASHES_RE.sub("", text)
+    return text, True, heading
+
+
+def is_table_row(line: str, in_table: bool) -> bool:
+    stripped = line.strip()
+    return stripped.startswith("|") and stripped.count("|") >= 2 or (in_table and "|" in line)
+
+
+def table_cells(line: str) -> str:
+    """``| a | b |`` -> ``a, b`` (empty cells dropped; ``\\|`` is a literal bar)."""
+    cells = re.split(r"(?<!\\)\|", line.strip())
+    return ", ".join(c.strip().replace("\\|", "|") for c in cells if c.strip())
+
+
+# ---------------------------------------------------------------------------------------------
+# HTML-ish tags
+# ---------------------------------------------------------------------------------------------
+
+_BLOCK_TAGS = ("br|p|div|li|ul|ol|h[1-6]|hr|tr|table|thead|tbody|tfoot|blockquote|pre|details|"
+               "summary|section|article|header|footer|dl|dt|dd|figure|figcaption")  # fmt: skip
+_INLINE_TAGS = ("a|b|i|u|s|em|strong|code|kbd|mark|small|big|sup|sub|span|del|ins|abbr|cite|q|"
+                "font|tt|var|samp|strike|td|th|caption|label|time")  # fmt: skip
+_BLOCK_TAG_RE = re.compile(rf"</?(?:{_BLOCK_TAGS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
+_INLINE_TAG_RE = re.compile(rf"</?(?:{_INLINE_TAGS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
+_IMG_TAG_RE = re.compile(r"<img\b[^<>]*?(?:\balt\s*=\s*\"([^\"]*)\"[^<>]*)?/?>", re.IGNORECASE)
+
+
+def block_tags_to_newlines(text: str) -> str:
+    """``<br>``, ``<p>``, ``</div>``, ``<li>``... become block breaks (a blank line: the text
+    on either side is never joined, whatever its case)."""
+    return _BLOCK_TAG_RE.sub("\n\n", text) if "<" in text else text
+
+
+# ---------------------------------------------------------------------------------------------
+# Inline markup
+# ---------------------------------------------------------------------------------------------
+
+_TITLE = r"(?:\s+\"[^\"]*\")?"
+_IMAGE_RE = re.compile(rf"!\[([^\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*{_TITLE}\)")
+_LINK_RE = re.compile(rf"\[([^\]\n]+)\]\((?:[^()\s]|\([^()\s]*\))*{_TITLE}\)")
+_REF_LINK_RE = re.compile(r"\[([^\]\n]+)\]\[[^\]\n]*\]")
+_AUTOLINK_RE = re.compile(r"<((?:https?|ftp)://[^<>\s]+|[^<>\s@]+@[^<>\s@]+\.\w+)>")
+_URL_RE = re.compile(r"\b(?:(?:https?|ftp)://|www\.)[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}]")
+_CODE_SPAN_RE = re.compile(r"(?<![\w`])(`+)(?=\S)(.+?)(?<=\S)\1(?![\w`])")
+# Asterisks and underscores touching a word on one side only ("**bold**", "_note_"); not
+# "5 * 3", "5*3", "snake_case", "C#".
+_ASTERISKS_RE = re.compile(r"(?<![\w*])\*{1,3}(?=[^\s*])|(?<=[^\s*])\*{1,3}(?![\w*])")
+_UNDERSCORES_RE = re.compile(r"(?<![\w_])_{1,3}(?=[^\s_])|(?<=[^\s_])_{1,3}(?![\w_])")
+_STRIKE_RE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_ESCAPE_RE = re.compile(r"\\([\\`*_\[\]#|~>])")
+
+
+def _host(m: re.Match[str]) -> str:
+    """The host of a URL without scheme, ``www.``, port, path, query or fragment."""
+    url = re.sub(r"^(?:(?:https?|ftp)://)?(?:[^@/]+@)?", "", m.group(0), flags=re.IGNORECASE)
+    host = re.split(r"[/?#:]", url, maxsplit=1)[0]
+    return re.sub(r"^www\.", "", host, flags=re.IGNORECASE)
+
+
+def strip_emphasis(text: str) -> str:
+    """Drop emphasis and strike-through markers: ``**very** _so_ ~~not~~`` -> ``very so not``."""
+    if "*" in text:
+        text = _ASTERISKS_RE.sub("", text)
+    if "_" in text:
+        text = _UNDERSCORES_RE.sub("", text)
+    if "~~" in text:
+        text = _STRIKE_RE.sub(r"\1", text)
+    return text
+
+
+def strip_inline(text: str) -> str:
+    """Speak the text of inline markup (rules in the module docstring): images -> alt text,
+    links -> their text, URLs -> host name, code spans -> their content, inline HTML tags
+    dropped, emphasis markers dropped, Markdown backslash escapes resolved."""
+    if "<" in text:
+        text = _IMG_TAG_RE.sub(lambda m: m.group(1) or "", text)
+        text = _INLINE_TAG_RE.sub("", text)
+        text = _AUTOLINK_RE.sub(r"\1", text)
+    if "](" in text or "][" in text:
+        text = _IMAGE_RE.sub(r"\1", text)
+        text = _LINK_RE.sub(r"\1", text)
+        text = _REF_LINK_RE.sub(r"\1", text)
+    if "://" in text or "www." in text.lower():
+        text = _URL_RE.sub(_host, text)
+    if "`" in text:
+        text = _CODE_SPAN_RE.sub(r"\2", text)
+    if "\\" in text:
+        text = _ESCAPE_RE.sub(r"\1", text)
+    return strip_emphasis(text)
