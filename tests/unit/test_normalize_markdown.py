@@ -75,6 +75,7 @@ def test_reference_definitions_are_dropped():
         "Mail me at ann@example.com.",
         "Don't use the __ blank or a lone * here.",
         "Paths like a/b_c.txt and #tags stay.",
+        "Shell pipes | like a | b stay, and a lone * before a period *.",
     ],
 )
 def test_plain_text_with_markup_characters_is_unchanged(text):

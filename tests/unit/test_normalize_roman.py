@@ -51,6 +51,7 @@ def test_numerals_in_context(raw, expected):
         "Give an IV drip.",  # after a lower-case word
         "See Appendix C.",  # single C, D, L, M are letters
         "We met at part mix.",  # lower case: only i, v, x numerals after a title
+        "He met Smith. VIII was the score.",  # a sentence ends before the numeral
     ],
 )
 def test_words_and_pronoun_stay(text):

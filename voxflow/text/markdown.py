@@ -97,8 +97,11 @@ def strip_marker(line: str) -> tuple[str, bool, bool]:
 
 
 def is_table_row(line: str, in_table: bool) -> bool:
+    """``| a | b |`` (a bar at both ends), or any line with a bar right after a table row or
+    ``|---|`` rule (pipe-less rows: ``a | b``)."""
     stripped = line.strip()
-    return stripped.startswith("|") and stripped.count("|") >= 2 or (in_table and "|" in line)
+    framed = len(stripped) > 1 and stripped[0] == "|" and stripped[-1] == "|"
+    return framed or (in_table and "|" in line)
 
 
 def table_cells(line: str) -> str:
@@ -137,10 +140,12 @@ _REF_LINK_RE = re.compile(r"\[([^\]\n]+)\]\[[^\]\n]*\]")
 _AUTOLINK_RE = re.compile(r"<((?:https?|ftp)://[^<>\s]+|[^<>\s@]+@[^<>\s@]+\.\w+)>")
 _URL_RE = re.compile(r"\b(?:(?:https?|ftp)://|www\.)[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}]")
 _CODE_SPAN_RE = re.compile(r"(?<![\w`])(`+)(?=\S)(.+?)(?<=\S)\1(?![\w`])")
-# Asterisks and underscores touching a word on one side only ("**bold**", "_note_"); not
-# "5 * 3", "5*3", "snake_case", "C#".
-_ASTERISKS_RE = re.compile(r"(?<![\w*])\*{1,3}(?=[^\s*])|(?<=[^\s*])\*{1,3}(?![\w*])")
-_UNDERSCORES_RE = re.compile(r"(?<![\w_])_{1,3}(?=[^\s_])|(?<=[^\s_])_{1,3}(?![\w_])")
+# Asterisks and underscores touching a word on one side only ("**bold**", "_note_",
+# "**Note:**"); not "5 * 3", "5*3", "snake_case", "C#", nor a lone "*" before punctuation.
+_OPENS = r"(?=[^\W_]|[\"'(\[])"
+_CLOSES = r"(?<=[^\W_]|[\"')\].,:;!?])"
+_ASTERISKS_RE = re.compile(rf"(?<![\w*])\*{{1,3}}{_OPENS}|{_CLOSES}\*{{1,3}}(?![\w*])")
+_UNDERSCORES_RE = re.compile(rf"(?<![\w_])_{{1,3}}{_OPENS}|{_CLOSES}_{{1,3}}(?![\w_])")
 _STRIKE_RE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _ESCAPE_RE = re.compile(r"\\([\\`*_\[\]#|~>])")
 

@@ -515,10 +515,11 @@ def normalize_text(text: str, *, lang: str = "en") -> str:
         collapsed to single spaces; stripped; Markdown and HTML-ish markup read as text.
         Blocks (paragraphs, lines, items) are joined by spaces after each but the last got
         sentence punctuation (use :func:`normalize_paragraphs` to keep them apart); blocks with
-        nothing speakable are dropped. ``""`` when nothing is speakable. Idempotent for text without
-        line breaks: ``normalize_text(normalize_text(t)) == normalize_text(t)`` (flattening
-        paragraphs can put words side by side that a rule then joins, e.g. "Dr." ending one
-        paragraph and a name starting the next, so pass raw text to the segmenter).
+        nothing speakable are dropped. ``""`` when nothing is speakable. Idempotent for text
+        without line breaks, HTML block tags or heading markers after a sentence (each of those
+        starts a block): ``normalize_text(normalize_text(t)) == normalize_text(t)`` (flattening
+        blocks can put words side by side that a rule then joins, e.g. "Dr." ending one block
+        and a name starting the next, so pass raw text to the segmenter).
 
     Raises:
         TypeError: ``text`` is not a ``str``.

@@ -170,8 +170,8 @@ def _words_before(text: str, start: int) -> list[str]:
         parts = parts[1:]  # possibly cut mid-word
     words: list[str] = []
     for part in reversed(parts[-3:]):
-        if not _WORD_RE.fullmatch(part):
-            break
+        if not _WORD_RE.fullmatch(part) or (not words and part.endswith(".")):
+            break  # "Smith. VIII": a sentence ended before the numeral
         words.append(part)
     return words[::-1]
 
