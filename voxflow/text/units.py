@@ -21,7 +21,25 @@ million are not handled: ``m`` after a number is meters (money with a currency s
 before, ``$5m`` -> "5 million dollars"). A unit pair ``A/B`` of two table symbols is "A per B"
 (``mg/L`` -> "milligrams per liter"). A range with the unit on both ends keeps one (``5kg-10kg``
 -> "5 to 10 kilograms"); a range with the unit at the end was already made ``N to M`` by the
-range rule. ``²``/``³`` after a length unit (or ``2``/``3`` glued to it) is square / cubic.
+range rule. ``²``/``³`` after a length unit (or ``2``/``3`` glued to it) is square / cubic; after
+the second unit of a pair it applies to that unit: a length is square / cubic (``kg/m³`` "per
+cubic meter"), a time is squared / cubed (``20 m/s²`` "20 meters per second squared"; espeak
+read the NFKC form ``m/s2`` "M slash S two"). Other powers (``5 s²``) are left.
+
+Micro: NFKC turns the micro sign ``µ`` into Greek ``μ``, which espeak reads "mew" (``100 µm``
+"one hundred mewm"); ``μm``, ``μs``, ``μg`` (and ``mcg``), ``μl``/``μL``, ``μA``, ``μV``,
+``μW`` are in the table (micrometers, microseconds, ...).
+
+Before a noun (attributive use) English uses the singular, hyphenated: "a ten-meter pole", not
+"a 10 meters pole". Rule, deliberately narrow: after ``a``/``an`` (optionally ``a 5 to``, the
+range form) + number + unit, followed by a lower-case word that is not a preposition,
+conjunction, article or verb of :data:`_NOT_NOUNS` (``a 5 km in 20 minutes`` stays plural), the
+unit is singular and joined by hyphens: ``A 10 m pole`` -> ``A 10-meter pole``, ``a 60 km/h
+limit`` -> ``a 60-kilometer-per-hour limit``, ``a 50 m² flat`` -> ``a 50-square-meter flat``,
+``a 90° turn`` -> ``a 90-degree turn``. espeak reads the hyphenated form as one compound
+("ten-meter"). Without the article it is not done (``100 W bulbs`` stays "100 watts bulbs"):
+``ran 5 km today``, ``weighs 5 kg more`` have a lower-case word after the unit too, and only the
+article makes the noun phrase certain.
 """
 
 from __future__ import annotations
@@ -36,15 +54,18 @@ UNITS: dict[str, tuple[str, str]] = {
     "km": ("kilometer", "kilometers"), "Km": ("kilometer", "kilometers"),
     "m": ("meter", "meters"), "cm": ("centimeter", "centimeters"),
     "mm": ("millimeter", "millimeters"), "nm": ("nanometer", "nanometers"),
+    "μm": ("micrometer", "micrometers"),
     "mi": ("mile", "miles"), "yd": ("yard", "yards"), "yds": ("yard", "yards"),
     "ft": ("foot", "feet"), "in": ("inch", "inches"),
     # mass
     "kg": ("kilogram", "kilograms"), "Kg": ("kilogram", "kilograms"),
     "kgs": ("kilogram", "kilograms"), "g": ("gram", "grams"), "mg": ("milligram", "milligrams"),
+    "μg": ("microgram", "micrograms"), "mcg": ("microgram", "micrograms"),
     "lb": ("pound", "pounds"), "lbs": ("pound", "pounds"), "oz": ("ounce", "ounces"),
     # volume
     "l": ("liter", "liters"), "L": ("liter", "liters"), "ml": ("milliliter", "milliliters"),
     "mL": ("milliliter", "milliliters"), "cl": ("centiliter", "centiliters"),
+    "μl": ("microliter", "microliters"), "μL": ("microliter", "microliters"),
     # speed
     "mph": ("mile per hour", "miles per hour"),
     "kph": ("kilometer per hour", "kilometers per hour"),
@@ -53,7 +74,7 @@ UNITS: dict[str, tuple[str, str]] = {
     "h": ("hour", "hours"), "hr": ("hour", "hours"), "hrs": ("hour", "hours"),
     "min": ("minute", "minutes"), "mins": ("minute", "minutes"),
     "s": ("second", "seconds"), "sec": ("second", "seconds"), "secs": ("second", "seconds"),
-    "ms": ("millisecond", "milliseconds"),
+    "ms": ("millisecond", "milliseconds"), "μs": ("microsecond", "microseconds"),
     # data
     "KB": ("kilobyte", "kilobytes"), "kB": ("kilobyte", "kilobytes"),
     "MB": ("megabyte", "megabytes"), "GB": ("gigabyte", "gigabytes"),
@@ -66,10 +87,20 @@ UNITS: dict[str, tuple[str, str]] = {
     "MW": ("megawatt", "megawatts"), "kWh": ("kilowatt hour", "kilowatt hours"),
     "V": ("volt", "volts"), "kV": ("kilovolt", "kilovolts"), "mV": ("millivolt", "millivolts"),
     "mA": ("milliamp", "milliamps"), "mAh": ("milliamp hour", "milliamp hours"),
+    "μA": ("microamp", "microamps"), "μV": ("microvolt", "microvolts"),
+    "μW": ("microwatt", "microwatts"),
     "kcal": ("kilocalorie", "kilocalories"), "dB": ("decibel", "decibels"),
 }  # fmt: skip
-_LENGTHS = frozenset({"km", "Km", "m", "cm", "mm", "mi", "yd", "ft", "in"})
+_LENGTHS = frozenset({"km", "Km", "m", "cm", "mm", "μm", "mi", "yd", "ft", "in"})
+_TIMES = frozenset({"h", "hr", "min", "s", "sec", "ms"})
 _SQUARE = {"2": "square", "3": "cubic"}
+_POWER = {"2": "squared", "3": "cubed"}
+# Words after "a/an N unit" that are not the noun the unit describes ("a 5 km in 20 minutes").
+_NOT_NOUNS = frozenset(
+    "a an the and or nor but of in on at to for by with from into onto than per as so is are "
+    "was were be been has have had will would can could do did each every this that these those "
+    "it its which who what when where while if then too more less away ago later each".split()
+)
 _DEGREE_SCALES = {"C": "Celsius", "F": "Fahrenheit", "K": "kelvin", "N": "north", "S": "south",
                   "E": "east", "W": "west"}  # fmt: skip
 
@@ -82,9 +113,14 @@ _RANGE_RE = re.compile(rf"{_NUM}\s?({_SYMBOLS})\s*[-–—]\s*(\d+(?:\.\d+)?)(\s
 _DEGREE_RE = re.compile(rf"{_NUM}\s?°(?:\s?([CFKNSEW])(?![\w'’]))?")
 _BARE_DEGREE_RE = re.compile(r"(?<![\w°])°\s?([CF])(?![\w'’])")
 _FEET_INCHES_RE = re.compile(r"(\d)\s?(ft|feet|foot)\s(\d+(?:\.\d+)?)\s?in\b")
+_LENGTH_SYMBOLS = "|".join(sorted(_LENGTHS, key=len, reverse=True))
+_TIME_SYMBOLS = "|".join(sorted(_TIMES, key=len, reverse=True))
+# The powers spell_units reads: a length after a number, or a length or time after "unit/".
 _SUPERSCRIPT_RE = re.compile(
-    r"(\d\s?(?:" + "|".join(sorted(_LENGTHS, key=len, reverse=True)) + r"))([²³])"
+    rf"(\d\s?(?:(?:{_LENGTH_SYMBOLS})|(?:{_SYMBOLS})/(?:{_LENGTH_SYMBOLS}|{_TIME_SYMBOLS})))([²³])"
 )
+_ARTICLE_RE = re.compile(r"(?:^|(?<=[^\w'’]))[Aa]n?\s+(?:\d[\d,.]*\s+to\s+)?\Z")
+_NEXT_WORD_RE = re.compile(r"\s+([a-z][a-z'’-]*)")
 
 
 def _plural(number: str) -> bool:
@@ -96,18 +132,45 @@ def _words(number: str, unit: str) -> str:
     return plural if _plural(number) else singular
 
 
+def _per(per: str, power: str | None) -> str | None:
+    """``"per second squared"``, ``"per cubic meter"``; None for a power it does not read."""
+    if not power:
+        return f"per {UNITS[per][0]}"
+    if per in _LENGTHS:
+        return f"per {_SQUARE[power]} {UNITS[per][0]}"
+    if per in _TIMES:
+        return f"per {UNITS[per][0]} {_POWER[power]}"
+    return None
+
+
+def _attributive(m: re.Match[str], rest: str, dot: str) -> bool:
+    """``a 10 m pole``: after "a"/"an" (and an optional "N to"), before a lower-case word that
+    is not in :data:`_NOT_NOUNS` (a period between is the abbreviation's: ``a 6 in. blade``)."""
+    if not _ARTICLE_RE.search(m.string, 0, m.start()):
+        return False
+    nxt = _NEXT_WORD_RE.match(rest)
+    return nxt is not None and nxt.group(1) not in _NOT_NOUNS
+
+
 def _unit(m: re.Match[str]) -> str:
     number, space, unit, per, power, dot = m.groups()
     rest = m.string[m.end() :]
     if not _is_unit_here(number, space, unit, rest, dot):
         return m.group(0)
-    if power and (unit not in _LENGTHS or per):
+    if power and not per and unit not in _LENGTHS:
         return m.group(0)
+    per_words = _per(per, power) if per else ""
+    if per_words is None:
+        return m.group(0)
+    if _attributive(m, rest, dot):  # "a 10-meter pole", "a 60-kilometer-per-hour limit"
+        words = " ".join(filter(None, [_SQUARE[power] if power and not per else "",
+                                       UNITS[unit][0], per_words]))  # fmt: skip
+        return f"{number}-{words.replace(' ', '-')}"
     words = _words(number, unit)
-    if power:
+    if power and not per:
         words = f"{_SQUARE[power]} {words}"
-    if per:
-        words = f"{words} per {UNITS[per][0]}"
+    if per_words:
+        words = f"{words} {per_words}"
     # "6 in." mid-sentence is the abbreviation's period, not a sentence end.
     keep_dot = dot and not re.match(r"\s+[a-z]", rest)
     return f"{number} {words}{'.' if keep_dot else ''}"
@@ -130,6 +193,8 @@ def _range(m: re.Match[str]) -> str:
 
 def _degree(m: re.Match[str]) -> str:
     number, scale = m.group(1), m.group(2)
+    if _attributive(m, m.string[m.end() :], ""):  # "a 90-degree turn"
+        return f"{number}-degree-{_DEGREE_SCALES[scale]}" if scale else f"{number}-degree"
     degrees = "degrees" if _plural(number) else "degree"
     return f"{number} {degrees} {_DEGREE_SCALES[scale]}" if scale else f"{number} {degrees}"
 
