@@ -136,11 +136,14 @@ def split_blocks(text: str) -> list[tuple[str, bool]]:
     Returns:
         ``(block, is_code)`` pairs in order: the block's lines joined by spaces, with block
         markup removed (heading and list markers, quote markers, fences, table pipes) and, for
-        text that is not code, inline markup too (:func:`voxflow.text.markdown.strip_inline`).
+        text that is not code, inline markup too (:func:`voxflow.text.markdown.strip_inline`;
+        an image that starts a sentence is a block of its own). Tags that are evidently
+        markup are dropped first (:func:`voxflow.text.markdown.strip_markup_tags`).
         Blocks may be empty of speakable text (the caller drops those).
     """
     walker = _Walker()
-    for raw in markdown.block_tags_to_newlines(text).split("\n"):
+    text = markdown.strip_markup_tags(markdown.block_tags_to_newlines(text))
+    for raw in text.split("\n"):
         if _fence(walker, raw) or _structure(walker, raw):
             continue
         for part in markdown.split_inline_headings(markdown.strip_quote(raw)):
@@ -150,9 +153,10 @@ def split_blocks(text: str) -> list[tuple[str, bool]]:
             walker.add_line(line, marked, heading)
     out = []
     for lines, code in zip(walker.blocks, walker.code, strict=True):
-        if lines:
-            joined = " ".join(lines)
-            out.append((joined if code else markdown.strip_inline(joined), code))
+        if code:
+            out.append((" ".join(lines), code))
+        elif lines:  # an image at a block's edge comes back between line breaks: a block
+            out += [(part, False) for part in markdown.strip_inline(" ".join(lines)).split("\n")]
     return out
 
 

@@ -18,16 +18,27 @@ Decisions (documented in docs/api.md, "How text is read"):
 - Code fences: the fence lines (with their language tag) are dropped and the code is read, one
   line per sentence, without inline rules; inline code ```x``` is read as ``x``.
 - Links ``[text](url)`` and ``[text][ref]`` read the text; reference definitions
-  (``[ref]: url``) are dropped; images ``![alt](src)`` read the alt text (nothing when empty);
-  bare URLs and ``<url>`` autolinks read the host name without ``www.``
-  (``https://www.example.com/a?b`` -> ``example.com``); e-mail addresses are left.
-- Emphasis ``*x*``, ``**x**``, ``_x_``, ``__x__`` and strike-through ``~~x~~`` read the text.
+  (``[ref]: url``) are dropped; bare URLs and ``<url>`` autolinks read the host name without
+  ``www.`` (``https://www.example.com/a?b`` -> ``example.com``); e-mail addresses are left.
+- Images ``![alt](src)`` and ``<img alt="alt">`` read the alt text (nothing when empty). An
+  image that starts a sentence (at the start of its block or after ``.``, ``!``, ``?``, ``:``,
+  whitespace, emphasis markers, closing quotes and other such images between) is a sentence of
+  its own, so a caption never runs into the text: ``![a cat](cat.png) Our cat.`` -> "a cat."
+  "Our cat."; an image inside a sentence is read in place, like a word (an inline icon:
+  ``Click the ![gear](g.png) icon``, ``a map <img alt="x">``).
+- Emphasis ``*x*``, ``**x**``, ``_x_``, ``__x__`` reads the text. Strike-through ``~~x~~`` and
+  the ``<del>``, ``<s>``, ``<strike>`` tags mark deleted text: markers and text are dropped
+  (``~~old~~ new`` reads "new").
 - Tables: each row is read as its cells separated by commas, one row per sentence; the
   ``|---|`` rule is dropped. Horizontal rules (``---``, ``***``, ``___``) and setext underlines
   end a block and are not read.
 - HTML tags: ``<br>``, ``<p>``, ``<div>``, ``<li>``, ``<hr>``, ``<h1>``... end a block;
-  inline tags (``<b>``, ``<em>``, ``<span ...>``, ``<a href>``...) are dropped; ``<img alt="x">``
-  reads ``x``. Only these known tag names: ``a < b > c`` is left.
+  inline tags (``<b>``, ``<em>``, ``<span ...>``, ``<a href>``...) are dropped, even alone.
+  Any other tag is dropped (its text kept) when it is evidently markup: ``<name ...>`` with a
+  matching ``</name>`` later in the input, or self-closing ``<name .../>`` (``<custom>tag
+  </custom>`` reads "tag"; a space is left where both sides are letters or digits). An
+  unpaired ``<name>`` (``List<String>``) is left, and a ``<`` followed by a space or a digit
+  is never a tag (English reads it as a comparison: `voxflow.text.comparisons`).
 """
 
 from __future__ import annotations
@@ -35,7 +46,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["block_tags_to_newlines", "line_kind", "strip_emphasis", "strip_inline",
-           "table_cells"]  # fmt: skip
+           "strip_markup_tags", "table_cells"]  # fmt: skip
 
 # ---------------------------------------------------------------------------------------------
 # Lines
@@ -121,6 +132,41 @@ _INLINE_TAGS = ("a|b|i|u|s|em|strong|code|kbd|mark|small|big|sup|sub|span|del|in
 _BLOCK_TAG_RE = re.compile(rf"</?(?:{_BLOCK_TAGS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
 _INLINE_TAG_RE = re.compile(rf"</?(?:{_INLINE_TAGS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
 _IMG_TAG_RE = re.compile(r"<img\b[^<>]*?(?:\balt\s*=\s*\"([^\"]*)\"[^<>]*)?/?>", re.IGNORECASE)
+_DELETED_TAG_RE = re.compile(r"<(del|s|strike)(?:\s[^<>]*)?>.*?</\1\s*>", re.IGNORECASE)
+# Tags strip_inline handles itself (the deleted-text tags must keep their pairs for it).
+_KNOWN_INLINE = frozenset(_INLINE_TAGS.split("|")) | {"img"}
+# Any tag: <name attrs>, </name>, <name attrs/>. The name starts with a letter, right after "<".
+_TAG_GAP_RE = re.compile(r"(?<=[^\W_])\x00+(?=[^\W_])()|\x00+")
+_ANY_TAG_RE = re.compile(r"<(/?)([A-Za-z][\w:.-]*)(?:\s[^<>]*?)?\s*(/?)>")
+
+
+def strip_markup_tags(text: str) -> str:
+    """Drop tags that are evidently markup, whatever their name (rule in the module docstring):
+    ``<custom>tag</custom>`` -> ``tag``, ``<x/>`` -> ``""``; ``List<String>`` is unchanged.
+    Apply to the whole input (a pair may span lines), after :func:`block_tags_to_newlines`."""
+    if "<" not in text:
+        return text
+    tags = [m for m in _ANY_TAG_RE.finditer(text) if m.group(2).lower() not in _KNOWN_INLINE]
+    first_open: dict[str, int] = {}
+    last_close: dict[str, int] = {}
+    for m in tags:
+        name = m.group(2).lower()
+        if m.group(1):
+            last_close[name] = m.start()
+        elif not m.group(3):
+            first_open.setdefault(name, m.start())
+    out, pos = [], 0
+    for m in tags:
+        name = m.group(2).lower()
+        if m.group(1):
+            markup = first_open.get(name, len(text)) < m.start()
+        else:
+            markup = bool(m.group(3)) or last_close.get(name, -1) > m.start()
+        if markup:
+            out += [text[pos : m.start()], "\x00"]  # NUL: filtered out of the input before
+            pos = m.end()
+    text = "".join(out) + text[pos:]
+    return _TAG_GAP_RE.sub(lambda m: "" if m.group(1) is None else " ", text)
 
 
 def block_tags_to_newlines(text: str) -> str:
@@ -147,6 +193,9 @@ _CLOSES = r"(?<=[^\W_]|[\"')\].,:;!?])"
 _ASTERISKS_RE = re.compile(rf"(?<![\w*])\*{{1,3}}{_OPENS}|{_CLOSES}\*{{1,3}}(?![\w*])")
 _UNDERSCORES_RE = re.compile(rf"(?<![\w_])_{{1,3}}{_OPENS}|{_CLOSES}_{{1,3}}(?![\w_])")
 _STRIKE_RE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+# What may stand between an image and the edge of its block for it to be a sentence of its own.
+_IMAGES = _IMAGE_RE.pattern + r"|<img\b[^<>]*>|\n[^\n]*\n"
+_SENTENCE_START_RE = re.compile(rf"(?:^|[.!?:])(?:[\s*_~\"')]|{_IMAGES})*\Z")
 _ESCAPE_RE = re.compile(r"\\([\\`*_\[\]#|~>])")
 
 
@@ -157,27 +206,43 @@ def _host(m: re.Match[str]) -> str:
     return re.sub(r"^www\.", "", host, flags=re.IGNORECASE)
 
 
+def _image(m: re.Match[str]) -> str:
+    """An image's alt text; between line breaks (a sentence of its own) at a sentence start."""
+    alt = (m.group(1) or "").strip()
+    text = m.string
+    if not alt:
+        return ""
+    if _SENTENCE_START_RE.search(text, 0, m.start()):
+        return f"\n{alt}\n"
+    return alt
+
+
 def strip_emphasis(text: str) -> str:
-    """Drop emphasis and strike-through markers: ``**very** _so_ ~~not~~`` -> ``very so not``."""
+    """Drop emphasis markers and deleted text: ``**very** _so_ ~~not~~`` -> ``very so``."""
     if "*" in text:
         text = _ASTERISKS_RE.sub("", text)
     if "_" in text:
         text = _UNDERSCORES_RE.sub("", text)
     if "~~" in text:
-        text = _STRIKE_RE.sub(r"\1", text)
+        text = _STRIKE_RE.sub("", text)
     return text
 
 
 def strip_inline(text: str) -> str:
     """Speak the text of inline markup (rules in the module docstring): images -> alt text,
     links -> their text, URLs -> host name, code spans -> their content, inline HTML tags
-    dropped, emphasis markers dropped, Markdown backslash escapes resolved."""
+    dropped, deleted text and emphasis markers dropped, Markdown backslash escapes resolved.
+
+    ``text`` is one block (no ``\n``); the result has a ``\n`` on each side of the alt text of
+    an image that starts a sentence: the caller splits it there into blocks.
+    """
     if "<" in text:
-        text = _IMG_TAG_RE.sub(lambda m: m.group(1) or "", text)
+        text = _DELETED_TAG_RE.sub("", text)
+        text = _IMG_TAG_RE.sub(_image, text)
         text = _INLINE_TAG_RE.sub("", text)
         text = _AUTOLINK_RE.sub(r"\1", text)
     if "](" in text or "][" in text:
-        text = _IMAGE_RE.sub(r"\1", text)
+        text = _IMAGE_RE.sub(_image, text)
         text = _LINK_RE.sub(r"\1", text)
         text = _REF_LINK_RE.sub(r"\1", text)
     if "://" in text or "www." in text.lower():
