@@ -35,11 +35,18 @@ input                  espeak reads                                  rewritten t
 ``Henry VIII``         "henry roman eight"                           ``Henry the Eighth``
 ``½``, ``1½``          NFKC turns them into ``1⁄2`` / ``11⁄2``:       ``a half``, ``1 and a half``
                        "one two" / "eleven two"
+``5 < 6``, ``7 > 3``   "five six", "seven three"                     ``5 is less than 6``, ``7 is
+                                                                     greater than 3``
+``A -> B``             "A B"                                         ``A to B``
+``20 m/s²``            NFKC ``m/s2``: "M slash S two"                ``20 meters per second
+                                                                     squared``
+``100 µm``             NFKC ``μm``: "one hundred mewm"               ``100 micrometers``
 =====================  ============================================  ===========================
 
-Units and degree signs are `voxflow.text.units` (all its symbols, after numbers only), Roman
-numerals `voxflow.text.roman` (after title words and names only); each module's docstring
-gives its evidence and rules.
+Units and degree signs are `voxflow.text.units` (all its symbols, after numbers only; the
+singular hyphenated form before a noun after "a"/"an"), comparison signs and arrows
+`voxflow.text.comparisons`, Roman numerals `voxflow.text.roman` (after title words and names
+only); each module's docstring gives its evidence and rules.
 
 Left to the phonemizer because espeak reads them well: ``6:45`` ("six forty five"),
 ``1,200`` ("one thousand two hundred"), ``1,000,000`` ("one million"), ``3.5`` ("three point
@@ -60,10 +67,12 @@ words becomes ", ". Emoji and pictographs are read by name (``I ❤ tea`` -> "I 
 
 Markup and lines (language-neutral): Markdown and HTML-ish markup is read as its text
 (`voxflow.text.markdown`: ``### Summary`` read "hash hash summary", ``**bold**`` "asterisk
-asterisk bold", URLs "https colon slash slash ..."), and a line break ends a sentence unless
-the text is evidently wrapped (`voxflow.text.lines`); a block that ends without punctuation and
-is not the last gets a period, so the voice falls and pauses there (a four-line shopping list
-was read with two pauses of 150 ms or more, now three, one after each line).
+asterisk bold", URLs "https colon slash slash ...", ``<custom>tag</custom>`` "custom tag slash
+custom"; struck-through text is dropped, an image starting a sentence is a sentence), and a
+line break ends a sentence unless the text is evidently wrapped (`voxflow.text.lines`); a
+block that ends without punctuation and is not the last gets a period, so the voice falls and
+pauses there (a four-line shopping list was read with two pauses of 150 ms or more, now three,
+one after each line).
 
 The English rules run only when ``lang`` starts with ``"en"``; every other rule is
 language-neutral.
@@ -74,8 +83,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from voxflow.text.comparisons import spell_arrows, spell_comparisons
 from voxflow.text.lines import end_sentence, split_blocks
-from voxflow.text.markdown import MARKER_RE, strip_emphasis
+from voxflow.text.markdown import MARKER_RE, strip_emphasis, strip_quote
 from voxflow.text.roman import spell_roman_numerals
 from voxflow.text.units import spell_units, superscript_units
 
@@ -375,6 +385,7 @@ _LEADING_DECIMAL_RE = re.compile(r"(?<![\w.])\.(?=\d)")
 
 def _english_rules(text: str) -> str:
     text = _LEADING_DECIMAL_RE.sub("0.", text)
+    text = spell_comparisons(spell_arrows(text))
     text = spell_roman_numerals(text)
     text = _abbreviations(text)
     text = _RANGE_RE.sub(_range, text)
@@ -432,7 +443,8 @@ _SPACE_BEFORE_PUNCT_RE = re.compile(r"(?<=[\w\"')\]])\s+([,;:.!?]+)(?=\s|$)")
 
 def _block_pass(text: str, english: bool) -> str:
     text = _SPACE_RE.sub(" ", text).strip()
-    text = MARKER_RE.sub("", text)
+    # markers a dropped tag or struck-through text exposed, as split_blocks would strip them
+    text = MARKER_RE.sub("", strip_quote(text))
     text = strip_emphasis(text)
     if english:
         text = _english_rules(text)
