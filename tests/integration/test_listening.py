@@ -99,3 +99,16 @@ def test_shopping_list_on_four_lines_pauses_after_each_line(joe_server, transcri
     words = normalize_for_wer(transcribe(audio, RATE))
     # tiny.en mishears the lone fruit names ("epils", "airs"); the list and the last are clear
     assert "list" in words and "plums" in words, words
+
+
+def test_less_than_and_greater_than_signs_between_numbers(joe_server, transcribe):
+    # espeak dropped both signs: heard "five, six and seven, three" before
+    words = heard(joe_server, transcribe, "If 5 < 6 and 7 > 3, fine.")
+    assert "less than six" in words and "greater than three" in words, words
+
+
+def test_unknown_tag_pair_is_dropped_and_its_text_read(joe_server, transcribe):
+    # read "custom tag slash custom" before
+    words = heard(joe_server, transcribe, "The <custom>tag</custom> is gone.")
+    assert "tag is gone" in words, words
+    assert "custom" not in words and "slash" not in words, words
