@@ -134,7 +134,7 @@ def test_prosody_times_speed_out_of_range_is_a_400_before_queueing(monkeypatch):
         await engine.start()
         try:
             doc = SpeechDocument((TextRun("fast", rate=3.0),))
-            monkeypatch.setattr("voxflow.engine.engine.parse_input", lambda text: doc)
+            monkeypatch.setattr("voxflow.engine.engine.parse_input", lambda text, **_: doc)
             message = r"prosody rate> 3 .* times speed 2 is 6, outside"
             with pytest.raises(InvalidRequestError, match=message):
                 engine.submit(SpeechRequest("fake", "fast", "alice", speed=2.0))

@@ -13,7 +13,7 @@ import logging
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from voxflow.config import Settings
@@ -31,7 +31,7 @@ from voxflow.errors import (
 from voxflow.models.base import ModelFamily, WorkItem, match_language
 from voxflow.models.registry import family_class
 from voxflow.text.document import SpeechDocument, parse_input
-from voxflow.text.scripts import check_document, readable_scripts
+from voxflow.text.scripts import check_document, readable_scripts, spoken_text
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,8 @@ class Engine:
 
     def prepare(self, request: SpeechRequest) -> tuple[ModelFamily, SpeechDocument]:
         """`validate`, and parse the input (plain text or SSML) into the document the front
-        end segments. Runs on the event loop, so every input error is a 400 before any audio.
+        end segments, with the one language it is read in decided (`_read_in_language`). Runs
+        on the event loop, so every input error is a 400 before any audio.
 
         Raises:
             ModelNotFoundError, InvalidRequestError (param names the field), EngineNotReadyError.
@@ -221,27 +222,59 @@ class Engine:
             raise InvalidRequestError(
                 f"seed must be an integer from 0 to 2**63-1, got {request.seed}.", param="seed"
             )
-        document = parse_input(request.text)
+        document = parse_input(request.text, say_as_language=None)  # say-as as written
         _check_run_speeds(document, request.speed)
-        return family, self._check_scripts(request, family, document)
+        return family, self._read_in_language(request, family, document)
+
+    def _read_in_language(
+        self, request: SpeechRequest, family: ModelFamily, written: SpeechDocument
+    ) -> SpeechDocument:
+        """Decide the request's one language from the text as written
+        (`ModelFamily.resolve_language`), spell SSML say-as out in it, and check the scripts
+        in it; returns the document the front end reads, its `language` set."""
+        language = family.resolve_language(request.voice, request.language, spoken_text(written))
+        document = written
+        if written.ssml:
+            document = parse_input(request.text, say_as_language=language)
+        document = replace(document, language=language)
+        return self._check_scripts(request, family, document, written)
 
     def _check_scripts(
-        self, request: SpeechRequest, family: ModelFamily, document: SpeechDocument
+        self,
+        request: SpeechRequest,
+        family: ModelFamily,
+        document: SpeechDocument,
+        written: SpeechDocument,
     ) -> SpeechDocument:
-        """`voxflow.text.scripts.check_document` for the voice (in the request's language when
-        it names one): a 400 naming the served voices that read the input when it is mostly in
-        scripts the voice cannot read, else the document with the few foreign words dropped."""
-        spoken = family.languages(request.voice)
-        if request.language is not None:
-            spoken = (match_language(request.language, spoken) or request.language,)
+        """`voxflow.text.scripts.check_document` in the document's language, letters counted
+        as written: a 400 naming the voice's other languages and the other served voices that
+        read the input when it is mostly in scripts the voice cannot read in that language,
+        else the document with the few foreign words dropped."""
+        language = document.language or family.voices[request.voice].language
+        own = f"{request.model}/{request.voice}"
         voices = {
             f"{name}/{voice}": readable_scripts(tuple(served.family.languages(voice)))
             for name, served in self.models.items()
             if served.family is not None
             for voice in served.family.voices
+            if f"{name}/{voice}" != own
         }
-        label = f"voice '{request.voice}' of model '{request.model}' ({', '.join(spoken)})"
-        document, dropped = check_document(document, readable_scripts(tuple(spoken)), label, voices)
+        others = {
+            tag: readable_scripts((tag,))
+            for tag in family.languages(request.voice)
+            if tag != language
+        }
+        label = f"voice '{request.voice}' of model '{request.model}' ({language})"
+        document, dropped = check_document(
+            document,
+            readable_scripts((language,)),
+            label,
+            voices,
+            written=written,
+            kept=family.kept_scripts(request.voice, language),
+            other_languages=others,
+            voice_id=request.voice,
+        )
         if dropped:
             log.info("input: dropped %d letters in scripts that %s cannot read", dropped, label)
         return document

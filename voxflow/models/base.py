@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from voxflow.errors import InvalidRequestError
 from voxflow.text.document import SpeechDocument, TextRun
+from voxflow.text.language import choose_language
 
 if TYPE_CHECKING:
     from voxflow.engine.request import RequestState
@@ -213,6 +214,42 @@ class ModelFamily(ABC):
     def languages(self, voice_id: str) -> tuple[str, ...]:
         """Language tags `voice_id` can speak, its own first (default: only its own)."""
         return (self.voices[voice_id].language,)
+
+    def resolve_language(self, voice_id: str, requested: str | None, text: str) -> str:
+        """The one language a request is read in, decided at validation.
+
+        Args:
+            voice_id: a voice of this family.
+            requested: the request's `language` tag, or None.
+            text: the input as written (`voxflow.text.scripts.spoken_text` of the document
+                parsed with say-as content as written).
+        Returns:
+            One of `languages(voice_id)`: the one `requested` names (`match_language`), else
+            the one whose scripts hold most of the text's letters
+            (`voxflow.text.language.choose_language`; the voice's own on a tie or without
+            letters, so always its own for a voice of one language).
+        Raises:
+            InvalidRequestError: param "language", code "unsupported_language": `requested`
+                names none of the voice's languages.
+        """
+        spoken = self.languages(voice_id)
+        if requested is None:
+            return choose_language(text, spoken)
+        language = match_language(requested, spoken)
+        if language is None:
+            raise InvalidRequestError(
+                f"Voice '{voice_id}' of model '{self.name}' does not speak language "
+                f"'{requested}'; it speaks: {', '.join(spoken)}.",
+                param="language",
+                code="unsupported_language",
+            )
+        return language
+
+    def kept_scripts(self, voice_id: str, language: str) -> frozenset[str]:
+        """Scripts outside `language`'s own that the front end reads inside it as foreign
+        words (ISO 15924 codes); letters of these are not dropped by the script check
+        (`voxflow.text.scripts.check_document`). Default: none."""
+        return frozenset()
 
     def describe(self) -> dict[str, Any]:
         """Extra facts for `/v1/models` and the start-up log."""

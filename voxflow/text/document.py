@@ -58,12 +58,16 @@ class SpeechDocument:
         ssml: True when the input was SSML.
         dropped_letters: letters of scripts the voice cannot read that were removed from the
             runs (`voxflow.text.scripts.check_document`); sent as `X-Dropped-Letters`.
+        language: the one language tag (one of the voice's `ModelFamily.languages`) the
+            request is read in, set by `Engine.prepare` (`ModelFamily.resolve_language`);
+            None before that.
     """
 
     runs: tuple[TextRun, ...]
     lead_silence_s: float = 0.0
     ssml: bool = False
     dropped_letters: int = 0
+    language: str | None = None
 
     @property
     def text(self) -> str:
@@ -153,11 +157,17 @@ def _no_pause_markers_in_ssml(document: SpeechDocument) -> SpeechDocument:
     return document
 
 
-def parse_input(text: str) -> SpeechDocument:
+def parse_input(text: str, say_as_language: str | None = "en") -> SpeechDocument:
     """Parse a request's `input`: SSML when it starts (after whitespace, a byte-order mark or
     zero-width characters) with a ``<speak>`` tag (namespace prefix allowed), a processing
     instruction such as ``<?xml``, a comment ``<!--`` or a ``<!DOCTYPE``; else plain text
     (`parse_plain`).
+
+    Args:
+        text: the request's `input`.
+        say_as_language: the language SSML ``<say-as>`` content is spelled out in
+            (`voxflow.text.say_as.expand_say_as`); None leaves it as written (checked, not
+            expanded), for deciding the language from the text the user wrote.
 
     Raises:
         InvalidRequestError: malformed or unsupported SSML (the message names the line and
@@ -168,5 +178,5 @@ def parse_input(text: str) -> SpeechDocument:
     if _XML_START_RE.match(body):
         from voxflow.text.ssml import parse_ssml
 
-        return _no_pause_markers_in_ssml(parse_ssml(body))
+        return _no_pause_markers_in_ssml(parse_ssml(body, say_as_language))
     return parse_plain(text)

@@ -1,13 +1,16 @@
-"""SSML ``<say-as>``: the content of one element spelled out as English words.
+"""SSML ``<say-as>``: the content of one element spelled out in the request's language.
 
-`expand_say_as(interpret_as, content, date_format)` returns words that the English
-normalization (`voxflow.text.normalize`) leaves as they are (no digits, no symbols), so the run
-that holds them keeps ``normalize=True``. Content that does not fit the interpretation raises
+`expand_say_as(interpret_as, content, date_format, language)` spells the content out for the
+language the request is read in (`voxflow.text.say_as_other` for languages other than
+English, and None for the content as written, which is what the language is decided from).
+In English it returns words that the English normalization (`voxflow.text.normalize`)
+leaves as they are (no digits, no symbols), so the run that holds them keeps
+``normalize=True``. Content that does not fit the interpretation raises
 `SayAsError` (a `ValueError`); the SSML parser turns it into a 400 that names the element's
 line and column.
 
 =============================  ========================  =======================================
-interpret-as                   content                   words
+interpret-as                   content                   English words
 =============================  ========================  =======================================
 ``characters``, ``spell-out``  any text                  ``ABC`` -> "eh B C", ``R2`` -> "R two"
 (``verbatim``)
@@ -39,7 +42,17 @@ from decimal import Decimal, InvalidOperation
 
 from num2words import num2words
 
-__all__ = ["DATE_FORMATS", "INTERPRETATIONS", "SayAsError", "expand_say_as"]
+__all__ = [
+    "DATE_FORMATS",
+    "INTERPRETATIONS",
+    "SayAsError",
+    "cardinal_value",
+    "date_fields",
+    "digit_string",
+    "expand_say_as",
+    "ordinal_value",
+    "telephone_groups",
+]
 
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
@@ -87,7 +100,12 @@ def _characters(content: str) -> str:
     return " ".join(words)
 
 
-def _cardinal(content: str) -> str:
+def cardinal_value(content: str) -> int | Decimal:
+    """The number a ``cardinal`` content stands for ("-1,234.5" -> Decimal("-1234.5")).
+
+    Raises:
+        SayAsError: not digits with an optional sign, thousands commas and decimals.
+    """
     m = _CARDINAL_RE.fullmatch(content)
     if not m:
         raise SayAsError(
@@ -100,33 +118,65 @@ def _cardinal(content: str) -> str:
         raise SayAsError(f"'{content}' is not a number") from exc
     if m.group(1) == "-" and value != 0:
         value = -value
-    return _cardinal_words(value if "." in m.group(2) else int(value))
+    return value if "." in m.group(2) else int(value)
 
 
-def _ordinal(content: str) -> str:
+def _cardinal(content: str) -> str:
+    return _cardinal_words(cardinal_value(content))
+
+
+def ordinal_value(content: str) -> int:
+    """The whole number of an ``ordinal`` content ("21st" -> 21).
+
+    Raises:
+        SayAsError: not a whole number with an optional English suffix.
+    """
     m = _ORDINAL_RE.fullmatch(content)
     if not m:
         raise SayAsError(f"'{content}' is not an ordinal (a whole number like 3 or 3rd)")
+    return int(m.group(1).replace(",", ""))
+
+
+def _ordinal(content: str) -> str:
+    value = ordinal_value(content)
     try:
-        return num2words(int(m.group(1).replace(",", "")), to="ordinal").replace(",", "")
+        return num2words(value, to="ordinal").replace(",", "")
     except (ArithmeticError, NotImplementedError, ValueError) as exc:
         raise SayAsError(f"the ordinal {content} is too large to read") from exc
 
 
-def _digits(content: str) -> str:
+def digit_string(content: str) -> str:
+    """The digits of a ``digits`` content, spaces removed ("12 34" -> "1234").
+
+    Raises:
+        SayAsError: anything but ASCII digits and spaces, or nothing.
+    """
     chars = "".join(content.split())
     if not chars or not (chars.isascii() and chars.isdigit()):
         raise SayAsError(f"'{content}' is not a string of digits 0-9")
-    return " ".join(DIGIT_WORDS[int(d)] for d in chars)
+    return chars
 
 
-def _telephone(content: str) -> str:
+def _digits(content: str) -> str:
+    return " ".join(DIGIT_WORDS[int(d)] for d in digit_string(content))
+
+
+def telephone_groups(content: str) -> list[str]:
+    """The digit groups of a ``telephone`` content ("+1 (555) 010" -> ["1", "555", "010"]).
+
+    Raises:
+        SayAsError: characters other than digits, spaces, ``( ) . - /`` and a leading ``+``.
+    """
     if not _TELEPHONE_RE.fullmatch(content) or not any(c.isdigit() for c in content):
         raise SayAsError(
             f"'{content}' is not a telephone number (digits grouped by spaces, dashes, dots, "
             "slashes or parentheses, with an optional leading +)"
         )
-    groups = re.findall(r"\d+", content)
+    return re.findall(r"\d+", content)
+
+
+def _telephone(content: str) -> str:
+    groups = telephone_groups(content)
     words = ", ".join(" ".join(DIGIT_WORDS[int(d)] for d in group) for group in groups)
     return f"plus {words}" if content.startswith("+") else words
 
@@ -149,8 +199,13 @@ def year_words(digits: str) -> str:
     return f"{_cardinal_words(century)} {_cardinal_words(rest)}"
 
 
-def _date_fields(content: str, date_format: str | None) -> dict[str, str]:
-    """The fields of a numeric date by letter (``m``, ``d``, ``y``), checked."""
+def date_fields(content: str, date_format: str | None) -> dict[str, str]:
+    """The fields of a numeric date by letter (``m``, ``d``, ``y``) -> their digits, checked
+    (month 1-12, day within the month; format default ``mdy``).
+
+    Raises:
+        SayAsError: an unknown format, the wrong number of fields, a month or day out of range.
+    """
     fmt = (date_format or "mdy").lower()
     if fmt not in DATE_FORMATS:
         raise SayAsError(f"date format '{date_format}' is not one of {', '.join(DATE_FORMATS)}")
@@ -173,7 +228,7 @@ def _date_fields(content: str, date_format: str | None) -> dict[str, str]:
 
 
 def _date(content: str, date_format: str | None) -> str:
-    fields = _date_fields(content, date_format)
+    fields = date_fields(content, date_format)
     month = calendar.month_name[int(fields["m"])] if "m" in fields else ""
     day = num2words(int(fields["d"]), to="ordinal") if "d" in fields else ""
     year = year_words(fields["y"]) if "y" in fields else ""
@@ -198,7 +253,9 @@ _EXPANDERS = {
 INTERPRETATIONS = (*_EXPANDERS, "date")
 
 
-def expand_say_as(interpret_as: str, content: str, date_format: str | None = None) -> str:
+def expand_say_as(
+    interpret_as: str, content: str, date_format: str | None = None, language: str | None = "en"
+) -> str:
     """The words to speak for ``<say-as interpret-as=... format=...>content</say-as>``.
 
     Args:
@@ -206,9 +263,13 @@ def expand_say_as(interpret_as: str, content: str, date_format: str | None = Non
         content: the element's text; leading, trailing and repeated whitespace is ignored.
         date_format: ``format`` for ``date`` (one of `DATE_FORMATS`, default ``mdy``);
             ignored by the other interpretations.
+        language: the tag of the language the request is read in; only its primary subtag
+            counts. "en" (the default): English words. Another: `voxflow.text.say_as_other`
+            (Japanese forms for "ja", else the content nearly as written). None: the content
+            as written (whitespace collapsed), for deciding the request's language.
 
     Returns:
-        English words, letters and punctuation (``,``) only: no digits.
+        In English, words, letters and punctuation (``,``) only: no digits.
 
     Raises:
         SayAsError: an unknown interpretation, or content that does not fit it (letters for
@@ -217,11 +278,18 @@ def expand_say_as(interpret_as: str, content: str, date_format: str | None = Non
     text = " ".join(content.split())
     if not text:
         raise SayAsError("the element is empty")
-    if interpret_as == "date":
-        return _date(text, date_format)
-    if interpret_as not in _EXPANDERS:
+    if interpret_as not in INTERPRETATIONS:
         raise SayAsError(
             f"interpret-as '{interpret_as}' is not supported (supported: "
             f"{', '.join(INTERPRETATIONS)})"
         )
-    return _EXPANDERS[interpret_as](text)
+    # The English reading checks the content for every language, so a fault is the same 400.
+    words = _date(text, date_format) if interpret_as == "date" else _EXPANDERS[interpret_as](text)
+    if language is None:
+        return text
+    primary = language.strip().lower().replace("_", "-").split("-")[0]
+    if primary == "en":
+        return words
+    from voxflow.text.say_as_other import spell_out  # imports this module's parsers
+
+    return spell_out(interpret_as, text, date_format, primary)

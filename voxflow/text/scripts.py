@@ -13,13 +13,22 @@ at validation, before any audio is sent:
   (`langcodes`: "en-US" -> Latn, "ru" -> Cyrl, "ja" -> Jpan). ISO 15924 codes that name a
   combination (Jpan = Han + Hiragana + Katakana, ...) are expanded by `COMBINED_SCRIPTS`. A tag
   that cannot be parsed, is not a registered language or is "und" puts no limit on the voice.
-- Mostly unreadable: more than half of the text's counted letters are in scripts the voice
-  cannot read. That is a 400 (`code="unsupported_script"`) naming the scripts and the served
-  voices that would read the text.
+- Letters are weighed by how much text one letter is (`LETTER_WEIGHTS`): a Han, Hiragana or
+  Katakana letter counts as two, any other letter as one. The same sentence takes 2.1 to 2.75
+  times as many Latin letters in English as kana and kanji in Japanese (five sentence pairs,
+  among them the Kokoro test sentences), so unweighted counts would call a Japanese headline
+  with a few product names ("Appleの新しいMacBook Proが発表された", 15 Latin letters, 10
+  Japanese) mostly Latin.
+- Mostly unreadable: the letters in scripts the voice cannot read weigh more than half of all
+  counted letters. That is a 400 (`code="unsupported_script"`) naming the scripts and the
+  served voices that would read the text; when the same voice reads it in another language it
+  speaks, the message says so instead.
 - Otherwise each word of unreadable letters (a maximal run of them, with the combining marks
   and joiners inside it) is dropped from the text, except a lone cased letter (Unicode category
   Lu/Ll/Lt, e.g. Greek "α", "Ω"), which is kept: it is a symbol the front end reads by name
-  ("alpha"). The number of letters dropped is returned for a log line and a response header.
+  ("alpha"), and except letters of the scripts a front end reads inside the language as
+  foreign words (`kept`: Latin words in Japanese, which OpenJTalk reads in katakana). The
+  number of letters dropped is returned for a log line and a response header.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ from voxflow.text.document import SpeechDocument
 
 __all__ = [
     "COMBINED_SCRIPTS",
+    "LETTER_WEIGHTS",
     "LetterCounts",
     "check_document",
     "count_letters",
@@ -46,6 +56,7 @@ __all__ = [
     "letter_scripts",
     "readable_scripts",
     "script_name",
+    "spoken_text",
 ]
 
 # ISO 15924 codes that stand for several scripts (ISO 15924 code list; UAX #24 section 5.1 for
@@ -66,6 +77,9 @@ COMBINED_SCRIPTS: dict[str, frozenset[str]] = {
     "Syrj": frozenset({"Syrc"}),
     "Syrn": frozenset({"Syrc"}),
 }
+
+# How many letters one letter of these scripts counts as (see the module docstring); others 1.
+LETTER_WEIGHTS: dict[str, int] = {"Hani": 2, "Hira": 2, "Kana": 2}
 
 _NEUTRAL = frozenset({"Zyyy", "Zinh", "Zzzz"})  # Common, Inherited, Unknown
 _JOINERS = frozenset({"\u200c", "\u200d"})  # zero-width non-joiner and joiner
@@ -148,6 +162,14 @@ class LetterCounts:
     letters: int
     by_scripts: Mapping[frozenset[str], int]
 
+    def weight(self, scripts: frozenset[str] | None = None) -> int:
+        """The weighed letters (`LETTER_WEIGHTS`) that `scripts` covers; all when None."""
+        return sum(
+            n * _letter_weight(s)
+            for s, n in self.by_scripts.items()
+            if scripts is None or s & scripts
+        )
+
     def unreadable(self, readable: frozenset[str] | None) -> dict[str, int]:
         """Letters a voice cannot read, per script name, most first ({"Hiragana": 6, ...}).
 
@@ -161,8 +183,15 @@ class LetterCounts:
         return dict(out.most_common())
 
     def mostly_unreadable(self, readable: frozenset[str] | None) -> bool:
-        """True when more than half of the counted letters are ones `readable` cannot read."""
-        return 2 * sum(self.unreadable(readable).values()) > self.letters
+        """True when the letters `readable` cannot read weigh more than half of all letters
+        (`LETTER_WEIGHTS`); False when `readable` is None."""
+        if readable is None:
+            return False
+        return 2 * (self.weight() - self.weight(readable)) > self.weight()
+
+
+def _letter_weight(scripts: frozenset[str]) -> int:
+    return max(LETTER_WEIGHTS.get(s, 1) for s in scripts)
 
 
 def count_letters(text: str) -> LetterCounts:
@@ -220,8 +249,9 @@ def drop_unreadable(text: str, readable: frozenset[str] | None) -> tuple[str, in
     return "".join(out), dropped
 
 
-def _spoken_text(document: SpeechDocument) -> str:
-    # A <phoneme> run is spoken from its phonemes; its text is not read.
+def spoken_text(document: SpeechDocument) -> str:
+    """The text of a document's runs that is read, joined by spaces: a ``<phoneme>`` run is
+    spoken from its phonemes, so its text is left out."""
     return " ".join(run.text for run in document.runs if run.text and run.phonemes is None)
 
 
@@ -229,56 +259,89 @@ def _names(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def _refusal(
+    counts: LetterCounts,
+    unreadable: dict[str, int],
+    voice: str,
+    voices: Mapping[str, frozenset[str] | None],
+    other_languages: Mapping[str, frozenset[str] | None],
+    voice_id: str,
+) -> InvalidRequestError:
+    """The unsupported_script 400 for a document mostly in scripts the voice cannot read."""
+    scripts = _names(list(unreadable))
+    plural = "s" if len(unreadable) > 1 else ""
+    n = sum(unreadable.values())
+    weighed = "" if 2 * n > counts.letters else "; a Han, Hiragana or Katakana letter counts as 2"
+    message = (
+        f"input is mostly in {scripts} script{plural} ({n} of {counts.letters} letters"
+        f"{weighed}), which {voice} cannot read."
+    )
+    other = next(
+        (tag for tag, read in other_languages.items() if not counts.mostly_unreadable(read)), None
+    )
+    if other is not None:
+        message += (
+            f" Voice '{voice_id}' reads {scripts} script{plural} with language '{other}'; "
+            "drop or change `language`."
+        )
+    readers = sorted(
+        name for name, scripts_of in voices.items() if not counts.mostly_unreadable(scripts_of)
+    )
+    if readers:
+        message += f" Voices that read it: {', '.join(readers)}."
+    elif other is None:
+        message += f" No served voice reads {scripts}."
+    return InvalidRequestError(message, param="input", code="unsupported_script")
+
+
 def check_document(
     document: SpeechDocument,
     readable: frozenset[str] | None,
     voice: str,
     voices: Mapping[str, frozenset[str] | None],
+    *,
+    written: SpeechDocument | None = None,
+    kept: frozenset[str] = frozenset(),
+    other_languages: Mapping[str, frozenset[str] | None] | None = None,
+    voice_id: str = "",
 ) -> tuple[SpeechDocument, int]:
     """Refuse a document mostly in scripts the voice cannot read; drop the few others.
 
     Args:
-        document: the parsed input.
-        readable: `readable_scripts` of the voice (for the request's language when it names
-            one); None = any script.
+        document: the parsed input, as it will be read (SSML say-as expanded).
+        readable: `readable_scripts` of the language the request is read in; None = any
+            script.
         voice: how the message names the voice, e.g. "voice 'joe' of model 'piper' (en-US)".
-        voices: every served voice ("model/voice") -> its `readable_scripts`, to name the
-            voices that would read the input.
+        voices: the other served voices ("model/voice") -> the scripts they read in any of
+            their languages, to name the voices that would read the input.
+        written: the same input as the user wrote it (say-as content not expanded), whose
+            letters are counted; default `document`.
+        kept: scripts outside `readable` that the front end reads inside this language as
+            foreign words: their letters count as unreadable for the refusal but are not
+            dropped.
+        other_languages: the voice's other languages -> their scripts; when one of them reads
+            the input, the refusal says so (drop or change `language`).
+        voice_id: the voice's name for that sentence.
     Returns:
         (the document with `drop_unreadable` applied to each run's text and
         `dropped_letters` set, letters dropped); the same document and 0 when nothing was
         dropped.
     Raises:
-        InvalidRequestError: param "input", code "unsupported_script", when more than half of
-            the letters are unreadable.
+        InvalidRequestError: param "input", code "unsupported_script", when the unreadable
+            letters weigh more than half (`LetterCounts.mostly_unreadable`).
     """
-    counts = count_letters(_spoken_text(document))
+    counts = count_letters(spoken_text(written or document))
     unreadable = counts.unreadable(readable)
-    if not unreadable:
+    if not unreadable or readable is None:
         return document, 0
     if counts.mostly_unreadable(readable):
-        scripts = _names(list(unreadable))
-        readers = sorted(
-            name for name, scripts_of in voices.items() if not counts.mostly_unreadable(scripts_of)
-        )
-        tail = (
-            f"Voices that read it: {', '.join(readers)}."
-            if readers
-            else f"No served voice reads {scripts}."
-        )
-        raise InvalidRequestError(
-            f"input is mostly in {scripts} script{'s' if len(unreadable) > 1 else ''} "
-            f"({sum(unreadable.values())} of {counts.letters} letters), which {voice} cannot "
-            f"read. {tail}",
-            param="input",
-            code="unsupported_script",
-        )
+        raise _refusal(counts, unreadable, voice, voices, other_languages or {}, voice_id)
     runs, total = [], 0
     for run in document.runs:
         if run.phonemes is not None:
             runs.append(run)
             continue
-        text, dropped = drop_unreadable(run.text, readable)
+        text, dropped = drop_unreadable(run.text, readable | kept)
         runs.append(replace(run, text=text) if dropped else run)
         total += dropped
     if not total:

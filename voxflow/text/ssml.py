@@ -17,7 +17,8 @@ Elements (docs/api.md "SSML" is the user's version of this table):
 ``prosody``     ``rate`` (`RATE_WORDS`, ``80%``, ``1.5``, ``+20%``, ``-10%``) multiplies the
                 run's rate, nested ones multiply; ``pitch``, ``volume``, ``range``,
                 ``contour`` are accepted and ignored (the voices have no pitch control)
-``say-as``      spelled out into the running text (`voxflow.text.say_as`)
+``say-as``      spelled out into the running text in the request's language
+                (`voxflow.text.say_as`)
 ``sub``         its ``alias`` replaces its content in the running text
 ``phoneme``     ``alphabet="ipa"`` (the default) and ``ph``: a run of its own
 ``emphasis``    its content is spoken as ordinary text (``level`` ignored)
@@ -167,8 +168,9 @@ def _rate(el: _Element) -> float:
 class _Handler(ContentHandler):
     """SAX events -> `RunBuilder` calls, checking tags, attributes and nesting."""
 
-    def __init__(self) -> None:
+    def __init__(self, say_as_language: str | None) -> None:
         super().__init__()
+        self.say_as_language = say_as_language
         self.runs = RunBuilder()
         self.stack: list[_Element] = []
         self._locator = None
@@ -243,7 +245,10 @@ class _Handler(ContentHandler):
         elif name == "say-as":
             try:
                 words = expand_say_as(
-                    el.attrs["interpret-as"].lower(), content, el.attrs.get("format")
+                    el.attrs["interpret-as"].lower(),
+                    content,
+                    el.attrs.get("format"),
+                    self.say_as_language,
                 )
             except SayAsError as exc:
                 raise el.fail(f'interpret-as="{el.attrs["interpret-as"]}": {exc}') from exc
@@ -266,11 +271,14 @@ class _Handler(ContentHandler):
 _EXPAT_HINTS = {"junk after document element": "text or tags after </speak>"}
 
 
-def parse_ssml(text: str) -> SpeechDocument:
+def parse_ssml(text: str, say_as_language: str | None = "en") -> SpeechDocument:
     """Parse an SSML input (see the module docstring for the subset) into runs.
 
     Args:
         text: the request's `input`, starting with ``<speak`` after optional whitespace.
+        say_as_language: the language tag ``<say-as>`` content is spelled out in ("en-US",
+            "ja": `voxflow.text.say_as.expand_say_as`); None keeps the content as written
+            (still checked), which is the text the request's language is decided from.
 
     Returns:
         A `SpeechDocument` with ``ssml=True``: runs in reading order (at least one; a single
@@ -282,7 +290,7 @@ def parse_ssml(text: str) -> SpeechDocument:
             attribute value or say-as content, nesting deeper than `MAX_DEPTH`; the message
             names the line and column.
     """
-    handler = _Handler()
+    handler = _Handler(say_as_language)
     source = InputSource()
     # surrogatepass: a lone surrogate becomes bytes expat rejects, with its position. The
     # encoding given here overrides an <?xml encoding=...?> declaration (the text is str).
