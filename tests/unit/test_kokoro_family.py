@@ -4,6 +4,7 @@ request's `language` against what the voice speaks."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -62,6 +63,35 @@ def test_frontend_fans_out_by_the_request_language(family):
     assert forced[0].language == "en-gb"
     [nothing] = frontend.run([item("🙂 ...")])
     assert isinstance(nothing, InvalidRequestError) and nothing.param == "input"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I love 寿司 for dinner.", "en-us"),  # any kanji made it Japanese: garbled
+        ("We went to Tokyo and ate ラーメン every single day of the trip.", "en-us"),
+        ("今日はAppleの発表会です。", "ja"),
+        ("Hello there.", "en-us"),
+        ("今日は晴れ。", "ja"),
+    ],
+)
+def test_language_is_the_majority_of_letters_among_the_voices_languages(family, text, expected):
+    assert family.resolve_language("jm_kumo", None, text) == expected
+    assert family.resolve_language("jm_kumo", "en-GB", text) == "en-gb"
+
+
+def test_latin_words_inside_japanese_are_kept_and_nothing_inside_english():
+    assert KokoroFamily.kept_scripts(None, "jm_kumo", "ja") == {"Latn"}
+    assert KokoroFamily.kept_scripts(None, "jm_kumo", "en-us") == frozenset()
+
+
+def test_frontend_reads_the_language_decided_at_validation(family):
+    frontend, _ = family.stages()
+    document = replace(parse_plain("東京 and 大阪"), language="ja")
+    [segments] = frontend.run([item(document)])
+    assert [s.language for s in segments] == ["ja"]
+    [segments] = frontend.run([item(replace(document, language="en-us"))])
+    assert [s.language for s in segments] == ["en-us"]
 
 
 def test_acoustic_output_is_deterministic_whatever_the_seed(family):

@@ -1,19 +1,14 @@
-"""Kokoro's front end: espeak IPA -> Kokoro's alphabet, Japanese readings, language choice,
-the 510-token limit, and the trimming of Kokoro's padding silence."""
+"""Kokoro's front end: espeak IPA -> Kokoro's alphabet, Japanese readings, language tags,
+the 510-token limit, and the trimming of Kokoro's padding silence (the language choice:
+test_language_resolve.py, test_kokoro_family.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from voxflow.errors import InvalidRequestError
 from voxflow.models.base import match_language
-from voxflow.models.kokoro.frontend import (
-    KokoroFrontend,
-    resolve_language,
-    script_language,
-    split_phonemes,
-)
+from voxflow.models.kokoro.frontend import KokoroFrontend, split_phonemes
 from voxflow.models.kokoro.frontend.english import espeak_to_kokoro
 from voxflow.models.kokoro.loader import MAX_TOKENS, load_vocab
 from voxflow.models.kokoro.synth import trim_silence
@@ -71,34 +66,6 @@ def test_every_phoneme_is_in_the_vocabulary(frontend):
     for language in ("en-us", "en-gb"):
         assert set(frontend.phonemize(text, language)) <= set(vocab)
     assert set(frontend.phonemize("「こんにちは」（テスト）と言った。", "ja")) <= set(vocab)
-
-
-@pytest.mark.parametrize(
-    ("requested", "voice", "text", "expected"),
-    [
-        ("en", "ja", "こんにちは", "en-us"),  # the request wins
-        ("ja-JP", "en-US", "Hello", "ja"),
-        ("EN_gb", "ja", "Hello", "en-gb"),
-        (None, "ja", "今日は晴れ。", "ja"),  # the voice's language fits the script
-        (None, "en-GB", "Hello there.", "en-gb"),
-        (None, "ja", "Hello there.", "en-us"),  # a Japanese voice reading Latin text: English
-        (None, "en-US", "カタカナ", "ja"),  # an English voice reading kana: Japanese
-    ],
-)
-def test_language_comes_from_request_then_voice_then_script(requested, voice, text, expected):
-    assert resolve_language(requested, voice, text) == expected
-
-
-def test_an_unknown_language_is_a_400():
-    with pytest.raises(InvalidRequestError) as err:
-        resolve_language("fr", "ja", "Bonjour")
-    assert err.value.param == "language"
-
-
-def test_script_language():
-    assert script_language("Plain ASCII, numbers 123.") == "en-us"
-    assert script_language("ｶﾀｶﾅ") == "ja"  # half-width katakana
-    assert script_language("It says 猫.") == "ja"
 
 
 def test_match_language_by_primary_subtag():

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from voxflow.models.base import ModelFamily, Stage, TextFrontendStage, Voice, WorkItem
-from voxflow.models.kokoro.frontend import LANGUAGES, KokoroFrontend, resolve_language
+from voxflow.models.kokoro.frontend import LANGUAGES, KokoroFrontend
 from voxflow.models.kokoro.loader import SAMPLE_RATE, KokoroGraph, load_graph, load_vocab
 from voxflow.models.kokoro.settings import KokoroSettings
 from voxflow.models.kokoro.synth import run_graph, trim_silence
 from voxflow.models.kokoro.voices import load_packaged_voices, voice_language
-from voxflow.text.document import TextRun
+from voxflow.text.document import SpeechDocument, TextRun
+from voxflow.text.scripts import spoken_text
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,11 @@ class KokoroFrontendStage(TextFrontendStage):
     def run_segments(self, item: WorkItem, run: TextRun, first: bool) -> list:
         s = self._family.settings
         request = item.state.request
-        voice = self._family.voices[request.voice]
-        language = resolve_language(request.language, voice.language, run.text)
+        document: SpeechDocument = item.payload
+        # Decided at validation; a document built without the engine decides it here.
+        language = document.language or self._family.resolve_language(
+            request.voice, request.language, spoken_text(document)
+        )
         if run.phonemes:
             return self._family.frontend.ipa_segments(run.text, run.phonemes, language)
         return self._family.frontend.segments(
@@ -127,6 +131,11 @@ class KokoroFamily(ModelFamily):
         """Every Kokoro voice speaks every front-end language; its own comes first."""
         own = self._voices[voice_id].language.lower()
         return (own, *(lang for lang in LANGUAGES if lang != own))
+
+    def kept_scripts(self, voice_id: str, language: str) -> frozenset[str]:
+        """Latin inside Japanese: OpenJTalk reads a Latin word in katakana ("Apple" アップル,
+        "iPhone" アイフォン), as Japanese text is often written, so it is not dropped."""
+        return frozenset({"Latn"}) if language == "ja" else frozenset()
 
     def stages(self) -> list[Stage]:
         return [KokoroFrontendStage(self), KokoroAcousticStage(self)]

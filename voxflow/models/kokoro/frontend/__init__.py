@@ -1,10 +1,12 @@
 """Kokoro's front end: text -> segments of vocabulary ids, at most 510 each.
 
 Steps for one request:
-1. the language: the request's `language`, else the voice's language when the text is written in
-   that language's script, else the script's language (any kana or kanji -> Japanese, otherwise
-   American English). Japanese voices therefore read English text with the English front end
-   rather than spelling it out in katakana.
+1. the language, decided once per request at validation (`SpeechDocument.language`, from
+   `ModelFamily.resolve_language`): the request's `language`, else the one of the voice's
+   languages whose script holds most of the text's letters, a kana or kanji counting as two
+   Latin letters (`voxflow.text.language`). Japanese voices therefore read English text with
+   the English front end rather than spelling it out in katakana, and an English sentence with
+   one Japanese word is English (the word is dropped at validation, as for any English voice).
 2. `voxflow.text.segment.segment_text` normalizes and splits the text (sentences; long ones cut
    at clause punctuation, then whitespace; the first capped shorter for time to first audio);
 3. each piece is phonemized (`english.py`, `japanese.py`) and mapped onto the vocabulary
@@ -19,18 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voxflow.errors import InvalidRequestError
-from voxflow.models.base import match_language
 from voxflow.models.kokoro.frontend.english import EnglishG2P
 from voxflow.models.kokoro.frontend.japanese import JapaneseG2P
 from voxflow.models.kokoro.loader import MAX_TOKENS
 from voxflow.text.segment import segment_text
 
 LANGUAGES = ("en-us", "en-gb", "ja")
-# Hiragana, katakana (full and half width), CJK ideographs and the iteration mark.
-_JAPANESE_SCRIPT = re.compile(
-    r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff々\uff66-\uff9f]"
-)
 # Cut preferences inside an over-long phoneme string, as in hexgrad's pipeline.
 _CUT_CLASSES = ("!.?…", ":;", ",—")
 # espeak glues a clock time's parts with ":" ("sˈɪks:fˈɔɹTi"): Kokoro would pause there.
@@ -52,37 +48,6 @@ class TokenSegment:
     language: str
     phonemes: str
     token_ids: np.ndarray
-
-
-def script_language(text: str) -> str:
-    """"ja" when `text` holds kana or kanji, else "en-us"."""
-    return "ja" if _JAPANESE_SCRIPT.search(text) else "en-us"
-
-
-def resolve_language(requested: str | None, voice_language: str, text: str) -> str:
-    """The front-end language for a request (see the module docstring, step 1).
-
-    Args:
-        requested: the request's language tag or None ("en" means "en-us", "ja-JP" "ja").
-        voice_language: the voice's tag, e.g. "ja" or "en-US".
-    Returns:
-        One of LANGUAGES.
-    Raises:
-        InvalidRequestError: `requested` names none of LANGUAGES (the engine checks this
-            before the request is queued, so it only happens to callers that skip it).
-    """
-    if requested is not None:
-        language = match_language(requested, LANGUAGES)
-        if language is None:
-            raise InvalidRequestError(
-                f"language '{requested}' is not one of {', '.join(LANGUAGES)}.", param="language"
-            )
-        return language
-    script = script_language(text)
-    voice = voice_language.lower()
-    if voice in LANGUAGES and voice[:2] == script[:2]:
-        return voice
-    return script
 
 
 def split_phonemes(phonemes: str, limit: int = MAX_TOKENS) -> list[str]:
