@@ -8,6 +8,7 @@ from pathlib import Path
 
 from voxflow.bench import options as bench_options
 from voxflow.bench.adapters import ENGINES
+from voxflow.bench.soak_command import add_soak
 from voxflow.cli.common import CliError
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ def add_bench(commands) -> None:
         bench_options.add_output_options(p)
     run.set_defaults(handler=cmd_bench)
     compare.set_defaults(handler=cmd_bench)
+    add_soak(kinds).set_defaults(handler=cmd_bench)
 
 
 def add_eval(commands) -> None:
@@ -104,11 +106,13 @@ def add_eval(commands) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``voxflow bench run|compare`` (see `voxflow.bench.command`)."""
+    """``voxflow bench run|compare|soak`` (see `voxflow.bench.command`, `.soak_command`)."""
     from voxflow.bench import command
     from voxflow.bench.errors import BenchError
+    from voxflow.bench.soak_command import bench_soak
 
-    handler = command.bench_run if args.bench_command == "run" else command.bench_compare
+    handler = {"run": command.bench_run, "compare": command.bench_compare,
+               "soak": bench_soak}[args.bench_command]
     try:
         return handler(args)
     except BenchError as exc:

@@ -2,12 +2,13 @@
 
 Names follow Prometheus conventions; TTFA is time to first audio: seconds from submission to the
 first non-empty chunk leaving the engine. RTF is the real-time factor: wall seconds spent per
-second of audio produced (below 1 is faster than real time).
+second of audio produced (below 1 is faster than real time). The registry also carries
+prometheus_client's process collector (``process_resident_memory_bytes`` and the rest).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60)
 _RTF_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 5)
@@ -19,6 +20,9 @@ class EngineMetrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        # process_resident_memory_bytes, process_cpu_seconds_total, ... of the server process
+        # (Linux /proc; nothing on other systems): `voxflow bench soak` reads RSS from here.
+        ProcessCollector(registry=r)
         self.requests = Counter(
             "voxflow_requests", "Finished speech requests by outcome.", ["model", "status"],
             registry=r,

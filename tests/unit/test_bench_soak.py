@@ -1,0 +1,142 @@
+"""`voxflow bench soak` without a server: RSS parsing, the traffic schedule, the checkpoints of
+a run against an in-memory transport, and option validation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+
+import httpx
+import pytest
+
+from voxflow.bench.memory import parse_rss
+from voxflow.bench.soak import SoakPlan, run_soak, soak_schedule, soak_table
+from voxflow.cli import main
+
+METRICS = """\
+# HELP process_virtual_memory_bytes Virtual memory size in bytes.
+# TYPE process_virtual_memory_bytes gauge
+process_virtual_memory_bytes 5.2e+09
+# HELP process_resident_memory_bytes Resident memory size in bytes.
+# TYPE process_resident_memory_bytes gauge
+process_resident_memory_bytes 7.11e+08
+voxflow_inflight_requests 0.0
+"""
+VOICES = [("piper", "joe"), ("kokoro", "jf_alpha"), ("kokoro", "jm_kumo")]
+SENTENCES = ["One.", "Two.", "Three.", "Four."]
+
+
+def test_rss_is_read_from_the_prometheus_line_not_its_help_text():
+    assert parse_rss(METRICS) == 711_000_000.0
+
+
+@pytest.mark.parametrize("text", ["", "voxflow_inflight_requests 0.0\n",
+                                  "process_resident_memory_bytes NaN\n",
+                                  "process_resident_memory_bytes -1\n",
+                                  "process_resident_memory_bytes\n"])
+def test_missing_or_invalid_rss_reads_as_none(text):
+    assert parse_rss(text) is None
+
+
+def test_schedule_alternates_models_and_mixes_formats_voices_and_lengths():
+    schedule = soak_schedule(400, VOICES, ("mp3", "opus", "aac", "wav"), SENTENCES, seed=3)
+    assert [r.index for r in schedule] == list(range(400))
+    assert [r.model for r in schedule[:4]] == ["kokoro", "piper", "kokoro", "piper"]
+    assert Counter(r.model for r in schedule) == {"kokoro": 200, "piper": 200}
+    assert {r.voice for r in schedule if r.model == "kokoro"} == {"jf_alpha", "jm_kumo"}
+    assert {r.voice for r in schedule if r.model == "piper"} == {"joe"}
+    assert {r.fmt for r in schedule} == {"mp3", "opus", "aac", "wav"}
+    assert {r.stream for r in schedule} == {True, False}
+    lengths = Counter(r.text.count(".") for r in schedule)
+    assert set(lengths) == {1, 2} and min(lengths.values()) > 150
+    assert {r.text for r in schedule if r.text.count(".") == 2} == {
+        "One. Two.", "Two. Three.", "Three. Four.", "Four. One."}
+
+
+def test_same_seed_gives_the_same_schedule_and_another_seed_a_different_one():
+    a = soak_schedule(50, VOICES, ("mp3", "wav"), SENTENCES, seed=1)
+    assert a == soak_schedule(50, VOICES, ("mp3", "wav"), SENTENCES, seed=1)
+    assert a != soak_schedule(50, VOICES, ("mp3", "wav"), SENTENCES, seed=2)
+
+
+def test_schedule_without_voices_is_an_error():
+    with pytest.raises(ValueError, match="at least one voice"):
+        soak_schedule(5, [], ("mp3",), SENTENCES)
+
+
+class CountingRss:
+    """RSS that grows by 1 MiB per read."""
+
+    def __init__(self):
+        self.reads = 0
+
+    def describe(self) -> str:
+        return "fake"
+
+    async def read(self) -> float:
+        self.reads += 1
+        return float(self.reads << 20)
+
+
+def speech_transport(failing: set[str]) -> httpx.MockTransport:
+    """A speech endpoint that answers 4 bytes, or 400 for the formats in `failing`."""
+    async def handle(request: httpx.Request) -> httpx.Response:
+        if json.loads(await request.aread())["response_format"] in failing:
+            return httpx.Response(400, json={"error": {"message": "no"}})
+        return httpx.Response(200, content=b"abcd")
+    return httpx.MockTransport(handle)
+
+
+def test_seven_requests_with_checkpoints_every_three_sample_after_3_6_and_7():
+    schedule = soak_schedule(7, VOICES, ("mp3", "wav"), SENTENCES)
+    plan = SoakPlan(requests=7, clients=2, every=3, interval_s=60.0)
+
+    async def go():
+        async with httpx.AsyncClient(transport=speech_transport({"wav"})) as client:
+            return await run_soak(client, "http://127.0.0.1:1", schedule, plan, CountingRss())
+
+    record = asyncio.run(go())
+    assert [c.requests for c in record.checkpoints] == [3, 6, 7]
+    assert record.start.requests == 0 and record.start.rss_bytes == float(1 << 20)
+    assert all(c.rss_bytes > record.start.rss_bytes for c in record.checkpoints)
+    wav = sum(r.fmt == "wav" for r in schedule)
+    assert record.errors() == {"http_400": wav}
+    assert sorted(r["index"] for r in record.results) == list(range(7))
+    assert all(r["bytes"] == 4 for r in record.results if r["fmt"] == "mp3")
+    table = soak_table(record).splitlines()
+    assert table[0].split() == ["requests", "seconds", "RSS", "MiB", "vs", "start"]
+    assert [row.split()[0] for row in table[1:5]] == ["0", "3", "6", "7"]
+    assert f"errors: http_400: {wav}" in table[-1]
+
+
+def test_time_limit_stops_sending():
+    schedule = soak_schedule(50, VOICES, ("mp3",), SENTENCES)
+    plan = SoakPlan(requests=50, clients=1, every=10, interval_s=60.0, max_seconds=1e-9)
+
+    async def go():
+        async with httpx.AsyncClient(transport=speech_transport(set())) as client:
+            return await run_soak(client, "http://127.0.0.1:1", schedule, plan, CountingRss())
+
+    record = asyncio.run(go())
+    assert record.stopped_by_time and len(record.results) < 50
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--url", "http://10.0.0.5:8000"], "only targets loopback"),
+    (["--url", "https://127.0.0.1:8000"], "only targets loopback"),
+    (["--requests", "0"], "must be at least 1"),
+    (["--requests", "100001"], "at most 100000"),
+    (["--clients", "65"], "at most 64"),
+    (["--formats", "mp3,ogg"], "unknown format ogg"),
+    (["--max-seconds", "0"], "more than 0"),
+    (["--url", "http://127.0.0.1:9", "--serve", "x {port}"], "not allowed with"),
+])
+def test_soak_rejects_bad_options_at_parsing(capsys, argv, message):
+    assert main(["bench", "soak", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_serve_command_without_port_placeholder_is_a_usage_error(capsys):
+    assert main(["bench", "soak", "--serve", "true"]) == 2
+    assert "{port}" in capsys.readouterr().err

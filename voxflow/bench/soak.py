@@ -1,0 +1,269 @@
+"""``voxflow bench soak``: N requests of mixed traffic, and the server's RSS over time.
+
+The traffic is a fixed schedule (`soak_schedule`), the same for the same seed and voice list:
+request ``i`` goes to model ``i mod M`` (the server's models, sorted, so each gets an equal
+share), a voice of that model, a format, streamed or whole, and one or two consecutive lines of
+the sentences file, each drawn by ``random.Random(seed)``. `clients` workers keep that many
+requests in flight (closed loop) until all are sent or `max_seconds` have passed; the body is
+read to its end and counted, not decoded (client CPU stays low on a shared machine).
+
+RSS (`voxflow.bench.memory`) is sampled before the first request ("start"), after every
+`every` completed requests (checkpoints), every `interval_s` seconds (the time series) and after
+the last request. Both bounds, count and time, are checked when the options are parsed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+
+from voxflow.bench.client import error_kind
+from voxflow.bench.memory import RssSource
+from voxflow.bench.report import render_table
+
+MAX_REQUESTS = 100_000
+MAX_CLIENTS = 64
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class SoakRequest:
+    """One request of the schedule (``text`` is one or two lines of the sentences file)."""
+
+    index: int
+    model: str
+    voice: str
+    fmt: str
+    stream: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class SoakPlan:
+    """How much traffic, how fast, and how often RSS is read (validated by the CLI)."""
+
+    requests: int
+    clients: int = 4
+    every: int = 120
+    interval_s: float = 2.0
+    max_seconds: float = 3600.0
+    timeout_s: float = 120.0
+
+
+@dataclass
+class RssSample:
+    """RSS in bytes (None: unreadable) `t_s` seconds after the start, `requests` completed."""
+
+    t_s: float
+    requests: int
+    rss_bytes: float | None
+
+
+@dataclass
+class SoakRecord:
+    """Everything one soak measured (`to_dict` is the JSON record's ``soak``)."""
+
+    source: str
+    start: RssSample | None = None
+    checkpoints: list[RssSample] = field(default_factory=list)
+    samples: list[RssSample] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    stopped_by_time: bool = False
+
+    def errors(self) -> dict[str, int]:
+        return dict(Counter(r["error"] for r in self.results if r["error"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        by = Counter((r["model"], r["fmt"], r["error"] or "ok") for r in self.results)
+        return {
+            "source": self.source, "elapsed_s": self.elapsed_s,
+            "stopped_by_time": self.stopped_by_time,
+            "start": asdict(self.start) if self.start else None,
+            "checkpoints": [asdict(c) for c in self.checkpoints],
+            "samples": [asdict(s) for s in self.samples],
+            "errors_by_kind": self.errors(),
+            "counts": [{"model": m, "format": f, "outcome": o, "n": n}
+                       for (m, f, o), n in sorted(by.items())],
+            "requests": self.results,
+        }
+
+
+def soak_schedule(
+    n: int,
+    voices: Sequence[tuple[str, str]],
+    formats: Sequence[str],
+    sentences: Sequence[str],
+    seed: int = 0,
+) -> list[SoakRequest]:
+    """The `n` requests of a soak, in sending order (see the module docstring).
+
+    Args:
+        voices: (model, voice) pairs, e.g. from ``GET /v1/audio/voices``.
+        formats: response formats to mix (e.g. mp3, opus, aac, wav).
+        sentences: lines to speak; a request speaks line k, or lines k and k + 1 (wrapping).
+    Raises:
+        ValueError: no voices, formats or sentences.
+    """
+    if not voices or not formats or not sentences:
+        raise ValueError("a soak needs at least one voice, one format and one sentence")
+    by_model: dict[str, list[str]] = {}
+    for model, voice in voices:
+        by_model.setdefault(model, []).append(voice)
+    models = sorted(by_model)
+    rng = random.Random(seed)
+    schedule = []
+    for i in range(n):
+        model = models[i % len(models)]
+        voice = rng.choice(sorted(by_model[model]))
+        fmt = rng.choice(list(formats))
+        stream = rng.random() < 0.5
+        k, count = rng.randrange(len(sentences)), rng.choice((1, 2))
+        text = " ".join(sentences[(k + j) % len(sentences)] for j in range(count))
+        schedule.append(SoakRequest(i, model, voice, fmt, stream, text))
+    return schedule
+
+
+async def server_voices(client: httpx.AsyncClient, url: str,
+                        models: Sequence[str] | None = None) -> list[tuple[str, str]]:
+    """(model, voice) pairs the server lists at ``GET /v1/audio/voices``, of `models` if given.
+
+    Raises:
+        ValueError: the listing is unreadable, or no voice of the wanted models is listed.
+    """
+    try:
+        response = await client.get(f"{url}/v1/audio/voices", timeout=10)
+        data = response.json()["data"]
+        pairs = [(str(v["model"]), str(v["id"])) for v in data]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"cannot read {url}/v1/audio/voices: {exc}") from None
+    if models:
+        pairs = [p for p in pairs if p[0] in models]
+    if not pairs:
+        raise ValueError(f"{url}/v1/audio/voices lists no voice"
+                         + (f" of {', '.join(models)}" if models else ""))
+    return pairs
+
+
+async def send(client: httpx.AsyncClient, url: str, req: SoakRequest,
+               timeout_s: float) -> dict[str, Any]:
+    """Send one request and read its body; never raises for a failed request.
+
+    Returns:
+        The request's record: its fields (text as ``chars``), ``status`` (HTTP status or
+        None), ``error`` (None, ``http_<status>`` or a `voxflow.bench.client` error kind),
+        ``bytes`` of body and ``seconds`` from sending to the end of the body.
+    """
+    body = {"model": req.model, "voice": req.voice, "input": req.text,
+            "response_format": req.fmt, "stream": req.stream}
+    record: dict[str, Any] = {"index": req.index, "model": req.model, "voice": req.voice,
+                              "fmt": req.fmt, "stream": req.stream, "chars": len(req.text),
+                              "status": None, "error": None, "bytes": 0}
+    start = time.perf_counter()
+    try:
+        async with client.stream("POST", f"{url}/v1/audio/speech", json=body,
+                                 timeout=timeout_s) as response:
+            record["status"] = response.status_code
+            async for data in response.aiter_bytes():
+                record["bytes"] += len(data)
+        if record["status"] != 200:
+            record["error"] = f"http_{record['status']}"
+        elif record["bytes"] == 0:
+            record["error"] = "no_audio"
+    except httpx.HTTPError as exc:
+        record["error"] = error_kind(exc)
+    record["seconds"] = time.perf_counter() - start
+    return record
+
+
+async def run_soak(
+    client: httpx.AsyncClient,
+    url: str,
+    schedule: Sequence[SoakRequest],
+    plan: SoakPlan,
+    source: RssSource,
+    say: Callable[[str], None] = lambda line: None,
+) -> SoakRecord:
+    """Send `schedule` with `plan.clients` in flight, reading RSS as the module docstring says.
+
+    Stops sending when `plan.max_seconds` have passed (requests in flight finish).
+    """
+    record = SoakRecord(source.describe())
+    t0 = time.monotonic()
+
+    async def sample() -> RssSample:
+        return RssSample(time.monotonic() - t0, len(record.results), await source.read())
+
+    record.start = await sample()
+    say(checkpoint_line(record.start, record.start, 0))
+    next_index = iter(range(len(schedule)))
+    finished = asyncio.Event()
+
+    async def sampler() -> None:
+        while not finished.is_set():
+            record.samples.append(await sample())
+            try:
+                await asyncio.wait_for(finished.wait(), plan.interval_s)
+            except TimeoutError:
+                pass
+
+    async def worker() -> None:
+        for i in next_index:
+            if time.monotonic() - t0 > plan.max_seconds:
+                record.stopped_by_time = True
+                return
+            record.results.append(await send(client, url, schedule[i], plan.timeout_s))
+            if len(record.results) % plan.every == 0:
+                point = await sample()
+                record.checkpoints.append(point)
+                say(checkpoint_line(point, record.start, sum(record.errors().values())))
+
+    sampling = asyncio.create_task(sampler())
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(plan.clients, len(schedule)))))
+    finally:
+        finished.set()
+        await sampling
+    if not record.checkpoints or record.checkpoints[-1].requests != len(record.results):
+        record.checkpoints.append(await sample())
+    record.samples.append(record.checkpoints[-1])
+    record.elapsed_s = time.monotonic() - t0
+    return record
+
+
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value / MIB:,.0f}"
+
+
+def checkpoint_line(point: RssSample, start: RssSample, errors: int) -> str:
+    """``after 120 requests (95 s): RSS 1,888 MiB (+1,177 MiB since start), 0 failed``."""
+    if point is start:
+        return f"start: RSS {_mib(point.rss_bytes)} MiB"
+    delta = (None if point.rss_bytes is None or start.rss_bytes is None
+             else point.rss_bytes - start.rss_bytes)
+    sign = "" if delta is None or delta < 0 else "+"
+    return (f"after {point.requests} requests ({point.t_s:.0f} s): RSS {_mib(point.rss_bytes)} "
+            f"MiB ({sign}{_mib(delta)} MiB since start), {errors} failed")
+
+
+def soak_table(record: SoakRecord) -> str:
+    """One row per checkpoint: requests done, seconds, RSS and its change since the start."""
+    start = record.start
+    rows = []
+    for point in [p for p in (start,) if p] + record.checkpoints:
+        delta = (None if start is None or point.rss_bytes is None or start.rss_bytes is None
+                 else point.rss_bytes - start.rss_bytes)
+        rows.append([str(point.requests), f"{point.t_s:.0f}", _mib(point.rss_bytes),
+                     "-" if delta is None else f"{delta / MIB:+,.0f}"])
+    peak = max((s.rss_bytes for s in record.samples if s.rss_bytes is not None), default=None)
+    table = render_table(["requests", "seconds", "RSS MiB", "vs start"], rows)
+    errors = ", ".join(f"{k}: {v}" for k, v in record.errors().items()) or "none"
+    return (f"{table}\npeak RSS {_mib(peak)} MiB over {len(record.samples)} samples; "
+            f"{len(record.results)} requests in {record.elapsed_s:.0f} s; errors: {errors}")
