@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from voxflow.audio.stretch import split_speed, time_stretch
 from voxflow.models.base import ModelFamily, Stage, TextFrontendStage, Voice, WorkItem
 from voxflow.models.kokoro.frontend import LANGUAGES, KokoroFrontend
 from voxflow.models.kokoro.loader import SAMPLE_RATE, KokoroGraph, load_graph, load_vocab
@@ -66,6 +67,10 @@ class KokoroAcousticStage(Stage):
     `max_batch_size` is 1 because the exported graph's batch dimension is fixed at 1 (`tokens`
     is (1, T), `style` (1, 256)) and it has no input lengths to mask padded rows; throughput
     comes from `workers` threads sharing the session instead.
+
+    A segment's speed outside the clean native range (`native_speed_min` ..
+    `native_speed_max`) is rendered at the nearest end of it, then time-stretched (pitch kept)
+    by the rest; the silence kept around the speech scales with the speed too.
     """
 
     name = "acoustic"
@@ -79,16 +84,20 @@ class KokoroAcousticStage(Stage):
 
     def run(self, batch: Sequence[WorkItem]) -> list:
         family = self._family
+        s = family.settings
         out = []
         for item in batch:
-            request = item.state.request
+            # Outside the clean native range: render at its nearest end, then stretch the rest.
+            native, stretch = split_speed(item.speed, s.native_speed_min, s.native_speed_max)
             audio = run_graph(
                 family.graph.session,
                 item.payload.token_ids,
-                family.voice_models[request.voice].table,
-                request.speed,
+                family.voice_models[item.state.request.voice].table,
+                native,
             )
-            out.append(trim_silence(audio, SAMPLE_RATE, family.settings.segment_pause_s))
+            # Kept silence at the native rate, so after the stretch the pauses follow the speed.
+            audio = trim_silence(audio, SAMPLE_RATE, s.segment_pause_s, native)
+            out.append(time_stretch(audio, SAMPLE_RATE, stretch))
         return out
 
 

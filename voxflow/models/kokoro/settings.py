@@ -38,6 +38,14 @@ class KokoroSettings(BaseModel):
     # at most this much silence is kept after each segment (the pause between segments), and
     # 50 ms before it.
     segment_pause_s: float = Field(0.25, ge=0.0, le=2.0)
+    # Speeds the model's own length scale renders cleanly (docs/api.md "Speed"): a segment is
+    # synthesized at its speed clamped to this range, then time-stretched (pitch kept) by the
+    # rest. From benchmarks/speed_range.py (jm_kumo, 12 sentences): native durations run a
+    # little long, within 5% for every sentence only from 0.6 (-1.9%, worst -4.6%) to 1.1
+    # (-2.6%, worst -4.3%; 0.5: worst -7.1%, 1.2: -5.7%), and Whisper's word error rate rises
+    # past 1.2 (6 sentences, 1.3: 8%, 1.5: 19%: the graph rounds short phonemes away).
+    native_speed_min: float = Field(0.6, ge=0.25, le=1.0)
+    native_speed_max: float = Field(1.1, ge=1.0, le=4.0)
 
     @field_validator("cache_dir")
     @classmethod

@@ -2,9 +2,10 @@
 
 Kokoro surrounds the speech of every segment with silence (about 0.3 s before and 0.6 s after
 a sentence, at speed 1); played back to back, segments would be a second apart. The silence is
-cut to 50 ms before the first and `pause_s` after the last 10 ms frame whose RMS is within
-60 dB of the segment's loudest frame (the padding is far below that, around -110 dB, while
-breath and decay stay above it). Nothing inside the speech is touched.
+cut to 50 ms before the first and `pause_s` after the last 10 ms frame (both divided by the
+speed) whose RMS is within 60 dB of the segment's loudest frame (the padding is far below
+that, around -110 dB, while breath and decay stay above it). Nothing inside the speech is
+touched.
 """
 
 from __future__ import annotations
@@ -42,12 +43,17 @@ def run_graph(
     return np.asarray(audio, np.float32).reshape(-1)
 
 
-def trim_silence(audio: np.ndarray, sample_rate: int, pause_s: float) -> np.ndarray:
+def trim_silence(
+    audio: np.ndarray, sample_rate: int, pause_s: float, speed: float = 1.0
+) -> np.ndarray:
     """Cut the padding silence around a segment's speech (see the module docstring).
 
     Args:
         audio: (N,) float32.
-        pause_s: seconds of silence kept after the last sounding frame.
+        pause_s: seconds of silence kept after the last sounding frame, at speed 1.
+        speed: rate factor the kept silence follows: ``HEAD_S / speed`` before and
+            ``pause_s / speed`` after the speech (pass the speed `audio` was rendered at;
+            a later time stretch then scales the pauses with the speech).
     Returns:
         (M,) float32 view of `audio`, M <= N, clipped to [-1, 1]; `audio` unchanged (clipped)
         when it has no sounding frame or is shorter than one frame.
@@ -61,6 +67,6 @@ def trim_silence(audio: np.ndarray, sample_rate: int, pause_s: float) -> np.ndar
     if peak == 0.0:
         return np.clip(audio, -1.0, 1.0)
     loud = np.flatnonzero(rms >= peak * 10 ** (SILENCE_DB / 20))
-    start = max(0, int(loud[0]) * frame - int(HEAD_S * sample_rate))
-    end = min(audio.size, (int(loud[-1]) + 1) * frame + int(pause_s * sample_rate))
+    start = max(0, int(loud[0]) * frame - int(HEAD_S / speed * sample_rate))
+    end = min(audio.size, (int(loud[-1]) + 1) * frame + int(pause_s / speed * sample_rate))
     return np.clip(audio[start:end], -1.0, 1.0)

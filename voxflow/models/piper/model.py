@@ -16,6 +16,7 @@ from pathlib import Path
 
 from piper.config import PiperConfig
 
+from voxflow.audio.stretch import split_speed, time_stretch
 from voxflow.models.base import ModelFamily, Stage, TextFrontendStage, Voice, WorkItem
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, VoiceConfig, load_graph, read_voice_config
@@ -88,7 +89,12 @@ class PiperFrontendStage(TextFrontendStage):
 
 
 class PiperAcousticStage(Stage):
-    """A batch of phoneme segments of one voice and one speed -> one waveform per segment."""
+    """A batch of phoneme segments of one voice and one native speed -> one waveform each.
+
+    A segment's speed outside the voice's clean native range (`native_speed_min` ..
+    `native_speed_max`) is rendered at the nearest end of it, then time-stretched (pitch kept)
+    by the rest, so durations follow the requested speed over the whole 0.25-4 range.
+    """
 
     name = "acoustic"
 
@@ -99,10 +105,15 @@ class PiperAcousticStage(Stage):
         self._running = 0  # acoustic runs in progress, across this stage's workers
         self._running_lock = threading.Lock()
 
+    def native_speed(self, item: WorkItem) -> float:
+        """The speed the graph renders `item` at (its speed clamped to the clean range)."""
+        s = self._family.settings
+        return split_speed(item.speed, s.native_speed_min, s.native_speed_max)[0]
+
     def batch_key(self, item: WorkItem) -> Hashable:
-        request = item.state.request
-        # `scales` is one (3,) tensor for the whole batch: only equal voice and speed batch.
-        return (request.voice, request.speed)
+        # `scales` is one (3,) tensor for the whole batch: only equal voice and native speed
+        # batch; each row is then time-stretched by its own remaining factor.
+        return (item.state.request.voice, self.native_speed(item))
 
     def cost(self, item: WorkItem) -> int:
         segment: PhonemeSegment = item.payload
@@ -113,6 +124,7 @@ class PiperAcousticStage(Stage):
         voice = self._family.voice_models[request.voice]
         rows = [item.payload.phoneme_ids for item in batch]
         seeds = [(item.state.seed, item.segment_index) for item in batch]
+        native = self.native_speed(batch[0])
         with self._running_lock:
             self._running += 1
             alone = self._running == 1
@@ -120,13 +132,16 @@ class PiperAcousticStage(Stage):
             seeded = any(item.state.request.seed is not None for item in batch)
             use_solo = alone and voice.solo_graph is not None and not seeded
             graph = voice.solo_graph if use_solo else voice.graph
-            return synthesize_batch(
-                graph, voice.config, rows, seeds, request.speed,
+            audio = synthesize_batch(
+                graph, voice.config, rows, seeds, native,
                 self._family.settings.noise_frames_per_phoneme,
             )
         finally:
             with self._running_lock:
                 self._running -= 1
+        rate = voice.config.sample_rate
+        pairs = zip(audio, batch, strict=True)
+        return [time_stretch(row, rate, item.speed / native) for row, item in pairs]
 
 
 class PiperFamily(ModelFamily):

@@ -40,6 +40,13 @@ class PiperSettings(BaseModel):
     first_segment_chars: int | None = Field(120, ge=10)
     # First guess of prior-noise frames per phoneme id at length_scale 1 (retried larger if short).
     noise_frames_per_phoneme: float = Field(12.0, gt=0)
+    # Speeds the model's own length scale renders cleanly (docs/api.md "Speed"): a segment is
+    # synthesized at its speed clamped to this range, then time-stretched (pitch kept) by the
+    # rest. Default 1-1, every other speed stretched: VITS ceils each phoneme's duration to whole
+    # frames, so the length scale delivers about half of any change (joe, 6 sentences of
+    # benchmarks/speed_range.py: speed 0.9 -> +5.9% too long, 1.1 -> -5.5%, 0.5 -> +15%).
+    native_speed_min: float = Field(1.0, ge=0.25, le=1.0)
+    native_speed_max: float = Field(1.0, ge=1.0, le=4.0)
 
     @model_validator(mode="after")
     def _check(self) -> PiperSettings:
