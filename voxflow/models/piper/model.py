@@ -81,7 +81,9 @@ class PiperFrontendStage(TextFrontendStage):
         s = self._family.settings
         voice = self._family.voice_models[item.state.request.voice]
         if run.phonemes:
-            return ipa_to_segments(voice.piper_config, run.text, run.phonemes)
+            return ipa_to_segments(
+                voice.piper_config, run.text, run.phonemes, s.max_segment_phonemes
+            )
         return text_to_segments(
             voice.piper_config, run.text, s.max_segment_chars,
             s.first_segment_chars if first else None, s.max_segment_phonemes,
