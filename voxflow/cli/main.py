@@ -14,6 +14,7 @@ from voxflow.cli.speak import add_speak
 from voxflow.cli.tools import add_bench, add_eval
 from voxflow.cli.voices import add_voices
 from voxflow.config import ConfigError
+from voxflow.malloc import tune_malloc
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Args:
         argv: arguments without the program name (default: ``sys.argv[1:]``).
     """
+    tune_malloc()  # before any thread starts: see voxflow.malloc
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -12,17 +12,27 @@ it returns every row padded to the longest. At load we:
    exact length, ``max(sum(durations), 1) * hop_length`` samples, is known.
 Node names are those of piper's `export_onnx` (torch.onnx export of piper's VITS); a voice whose
 graph lacks them fails to load with a message saying which is missing.
+
+Memory (`voxflow.models.onnx_memory`): the weights are split out of the graph and fed as inputs,
+so every session of one voice file (the fixed-thread and the solo session) uses one copy of
+them, kept while any of them lives; sessions use the shared CPU arena and shrink it after each
+run; the parse-and-rewrite garbage of a load is handed back to the system.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, shape_inference
+
+from voxflow.malloc import trim_heap, tune_malloc
+from voxflow.models.onnx_memory import SharedWeights, ShrinkingSession, shared_session_options
 
 DP_NOISE_NODE = "/dp/RandomNormalLike"
 PRIOR_NOISE_NODE = "/RandomNormalLike"
@@ -50,13 +60,25 @@ class VoiceConfig:
     default_speaker_id: int
 
 
-@dataclass(frozen=True)
-class RewrittenGraph:
-    """A voice's serving graph: the session and the noise channels C of its prior."""
+@dataclass(frozen=True, eq=False)
+class PreparedGraph:
+    """A rewritten voice graph ready to open: its bytes without the weights, and the weights."""
 
-    session: ort.InferenceSession
+    model_bytes: bytes
     noise_channels: int
     durations_output: str
+    weights: SharedWeights
+
+
+@dataclass(frozen=True)
+class RewrittenGraph:
+    """A voice's serving graph: the session and the noise channels C of its prior; `source`
+    (the weights it shares with the voice's other sessions) lives as long as it does."""
+
+    session: ShrinkingSession
+    noise_channels: int
+    durations_output: str
+    source: PreparedGraph | None = None
 
 
 def read_voice_config(path: Path) -> VoiceConfig:
@@ -141,10 +163,40 @@ def rewrite_graph(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int, str]:
     return model, channels, durations
 
 
+_prepared_lock = threading.Lock()
+_prepared: dict[tuple[str, int, int], weakref.ref[PreparedGraph]] = {}
+"""(resolved path, size, mtime_ns) -> the prepared graph of that file, while a session uses it."""
+
+
+def prepare_graph(onnx_path: Path) -> PreparedGraph:
+    """The rewritten graph of `onnx_path` with its weights split out (`SharedWeights`); the same
+    object for every call while a session made from it lives, so a voice's sessions share it.
+
+    Raises:
+        ValueError: not a Piper VITS graph. onnx errors: unreadable file.
+    """
+    stat = onnx_path.stat()
+    key = (str(onnx_path.resolve()), stat.st_size, stat.st_mtime_ns)
+    with _prepared_lock:
+        held = _prepared.get(key)
+        prepared = held() if held is not None else None
+        if prepared is None:
+            model, channels, durations = rewrite_graph(onnx.load(str(onnx_path)))
+            weights = SharedWeights(model)
+            prepared = PreparedGraph(model.SerializeToString(), channels, durations, weights)
+            del model
+            trim_heap()
+            _prepared[key] = weakref.ref(prepared)
+        return prepared
+
+
 def load_graph(
     onnx_path: Path, intra_op_threads: int, inter_op_threads: int, spin: bool = True
 ) -> RewrittenGraph:
     """Load, rewrite and open a voice's graph with ONNX Runtime on the CPU.
+
+    A second session of the same file (while the first lives) reuses the first one's prepared
+    graph and weights (`prepare_graph`).
 
     Args:
         spin: let idle pool threads spin (ORT's default); off for a session that may run beside
@@ -152,13 +204,11 @@ def load_graph(
     Raises:
         ValueError: not a Piper VITS graph. onnx/onnxruntime errors: unreadable file.
     """
-    model, channels, durations = rewrite_graph(onnx.load(str(onnx_path)))
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = intra_op_threads
-    options.inter_op_num_threads = inter_op_threads
-    if not spin:
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    tune_malloc()
+    prepared = prepare_graph(Path(onnx_path))
     session = ort.InferenceSession(
-        model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+        prepared.model_bytes, providers=["CPUExecutionProvider"],
+        sess_options=shared_session_options(intra_op_threads, inter_op_threads, spin),
     )
-    return RewrittenGraph(session, channels, durations)
+    return RewrittenGraph(ShrinkingSession(session, prepared.weights), prepared.noise_channels,
+                          prepared.durations_output, prepared)

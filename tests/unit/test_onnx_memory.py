@@ -1,0 +1,106 @@
+"""Memory settings of the ONNX Runtime sessions and of malloc: weights split out of the graph and
+shared by a voice's sessions, arena shrinkage on every run, glibc's arena cap."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from voxflow.malloc import ARENA_MAX, trim_heap, tune_malloc
+from voxflow.models.onnx_memory import SHRINK_ENTRY, SharedWeights, ShrinkingSession
+from voxflow.models.piper import loader
+from voxflow.models.piper.loader import load_graph, read_voice_config, rewrite_graph
+from voxflow.models.piper.synth import synthesize_batch
+
+IDS = np.asarray([1, 0, 20, 0, 31, 0, 7, 0, 2], np.int64)
+
+
+def test_both_sessions_of_one_voice_share_one_prepared_graph(tiny_voice_dir):
+    path = tiny_voice_dir / "tiny.onnx"
+    graph, solo = load_graph(path, 1, 1), load_graph(path, 2, 1, spin=False)
+    assert graph.source is solo.source and graph.source is not None
+    weights = graph.source.weights
+    assert weights.arrays and graph.session.weights is weights
+    names = {i.name for i in graph.session.get_inputs()}
+    assert set(weights.arrays) <= names  # the weights are graph inputs now
+    assert {"input", "input_lengths", "scales", "noise_dp", "noise_z"} <= names
+
+
+def test_split_weights_give_the_same_audio_as_the_plain_graph(tiny_voice_dir):
+    path = tiny_voice_dir / "tiny.onnx"
+    config = read_voice_config(path.with_name("tiny.onnx.json"))
+    model, channels, durations = rewrite_graph(onnx.load(str(path)))
+    plain = loader.RewrittenGraph(
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]),
+        channels, durations)
+    split = load_graph(path, 1, 1)
+    a = synthesize_batch(plain, config, [IDS], [(7, 0)], 1.0, 12.0)[0]
+    b = synthesize_batch(split, config, [IDS], [(7, 0)], 1.0, 12.0)[0]
+    assert a.size > 0 and np.array_equal(a, b)
+
+
+def test_prepared_graph_is_dropped_with_its_last_session(tiny_voice_dir):
+    path = tiny_voice_dir / "tiny.onnx"
+    first = load_graph(path, 1, 1).source
+    first_id = id(first)
+    del first
+    gc.collect()
+    assert all(ref() is None or id(ref()) != first_id for ref in loader._prepared.values())
+
+
+def test_small_initializers_stay_in_the_graph(tiny_voice_dir):
+    model = onnx.load(str(tiny_voice_dir / "tiny.onnx"))
+    sizes = {i.name: len(i.raw_data) for i in model.graph.initializer}
+    weights = SharedWeights(model, min_bytes=64)
+    assert set(weights.arrays) == {n for n, size in sizes.items() if size >= 64}
+    assert {i.name for i in model.graph.initializer} == {n for n, s in sizes.items() if s < 64}
+    assert weights.nbytes == sum(sizes[n] for n in weights.arrays)
+
+
+class FakeSession:
+    def __init__(self):
+        self.calls = []
+
+    def run(self, output_names, feed, run_options):
+        self.calls.append((output_names, feed, run_options))
+        return ["ok"]
+
+    def get_inputs(self):
+        return ["x"]
+
+
+class FakeWeights:
+    values = {"w": "weight", "x": "weight x"}
+
+    def feed(self, inputs):
+        return SharedWeights.feed(self, inputs)
+
+
+def test_every_run_asks_for_arena_shrinkage_and_gets_the_weights():
+    fake = FakeSession()
+    session = ShrinkingSession(fake, FakeWeights())
+    assert session.run(["y"], {"x": "input x"}) == ["ok"]
+    names, feed, options = fake.calls[0]
+    assert names == ["y"] and feed == {"w": "weight", "x": "input x"}
+    assert options.get_run_config_entry(SHRINK_ENTRY[0]) == SHRINK_ENTRY[1] == "cpu:0"
+    assert session.get_inputs() == ["x"]
+
+
+def test_given_run_options_keep_their_entries_and_gain_the_shrink_entry():
+    fake = FakeSession()
+    options = ort.RunOptions()
+    options.add_run_config_entry("memory.arena_tag", "x")  # any entry of the caller's
+    ShrinkingSession(fake).run(None, {"x": 1}, options)
+    _, feed, used = fake.calls[0]
+    assert used is options and feed == {"x": 1}
+    assert used.get_run_config_entry(SHRINK_ENTRY[0]) == "cpu:0"
+
+
+def test_malloc_arena_cap_is_set_once_on_glibc():
+    assert ARENA_MAX == 2
+    assert tune_malloc() is True  # Linux with glibc, as this project's machines
+    assert tune_malloc() is True
+    assert trim_heap() in (True, False)

@@ -1,0 +1,131 @@
+"""How voxflow's ONNX Runtime sessions hold memory: one shared CPU arena, shrunk after each run.
+
+ONNX Runtime gives every session its own CPU arena by default. An arena grows, in regions
+doubling in size, to the largest set of tensors its session ever held at once (two workers
+running the longest segments at the same time) and never gives a region back. With three
+sessions (Piper's two, Kokoro's one) a server under mixed traffic grew from 0.7 to 2.1 GB and
+stayed there. Measured instead (docs/architecture.md, "Memory"):
+
+- without any arena every tensor is a fresh ``malloc``: most are over glibc's 32 MB mmap limit,
+  so each run page-faults its whole working set again, 12% more CPU time (all system time);
+- one arena for all sessions (`shared_session_options`), and the run option
+  ``memory.enable_memory_arena_shrinkage`` on every run (`ShrinkingSession`): within a run
+  tensors reuse arena memory as before; at its end the regions no run is using go back to the
+  system. The process keeps what runs in flight need, no more, at no measurable CPU cost (the
+  faults happen once per run instead of once per tensor);
+- memory patterns are off: with dynamic shapes ONNX Runtime would cache one per input shape.
+
+`SharedWeights` lets the sessions of one graph (Piper's fixed-thread and solo sessions) use one
+copy of its weights, fed as inputs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+SHRINK_ENTRY = ("memory.enable_memory_arena_shrinkage", "cpu:0")
+"""Run option: at the end of the run, free the CPU arena's regions that hold no tensor."""
+MIN_SHARED_BYTES = 1024
+"""Initializers at least this large are shared between sessions; smaller ones are not worth it."""
+
+_arena_lock = threading.Lock()
+_arena_registered = False
+
+
+def _register_shared_arena() -> None:
+    """Register one CPU arena in ONNX Runtime's process-wide environment (once)."""
+    global _arena_registered
+    with _arena_lock:
+        if _arena_registered:
+            return
+        info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                                 ort.OrtMemType.DEFAULT)
+        # arena_extend_strategy 0: regions doubling in size (ONNX Runtime's default), so a run
+        # extends the arena a few times, not once per tensor; shrinking undoes it after the run.
+        ort.create_and_register_allocator(info, ort.OrtArenaCfg({"arena_extend_strategy": 0}))
+        _arena_registered = True
+
+
+def shared_session_options(intra_op_threads: int, inter_op_threads: int,
+                           spin: bool = True) -> ort.SessionOptions:
+    """CPU session options: the given threads, the shared arena, no memory patterns.
+
+    Args:
+        intra_op_threads, inter_op_threads: ONNX Runtime thread counts (>= 1).
+        spin: let idle pool threads spin (ORT's default); off for a session that may run beside
+            another one, where spinning threads would steal its cores.
+    """
+    _register_shared_arena()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = intra_op_threads
+    options.inter_op_num_threads = inter_op_threads
+    options.enable_mem_pattern = False
+    options.add_session_config_entry("session.use_env_allocators", "1")
+    if not spin:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+class SharedWeights:
+    """A graph's large initializers, taken out of the graph and fed to its sessions as inputs.
+
+    ``SharedWeights(model)`` moves every initializer stored as `min_bytes` or more of raw data
+    out of `model` (in place) and declares it a graph input of the same type and shape; the
+    arrays are kept here, and `ShrinkingSession` adds them to every run's feed. Sessions of the
+    same graph then share one copy of the weights: as initializers each session would hold its
+    own (with ``SessionOptions.add_initializer`` too: ~75 MiB per Piper session besides the
+    60 MiB of weights, against ~15 MiB this way), and the model bytes to parse shrink from
+    60 MB to under 1 MB. The audio is bit-identical (voice joe, tested), and no slower: MLAS
+    has nothing to prepack in these graphs.
+    """
+
+    def __init__(self, model: onnx.ModelProto, min_bytes: int = MIN_SHARED_BYTES):
+        graph = model.graph
+        moved = [init for init in graph.initializer if len(init.raw_data) >= min_bytes]
+        self.arrays: dict[str, np.ndarray] = {
+            init.name: np.ascontiguousarray(numpy_helper.to_array(init)) for init in moved
+        }
+        self.values = {name: ort.OrtValue.ortvalue_from_numpy(a) for name, a in self.arrays.items()}
+        kept = [init for init in graph.initializer if init.name not in self.arrays]
+        graph.input.extend(helper.make_tensor_value_info(init.name, init.data_type, init.dims)
+                           for init in moved)
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays.values())
+
+    def feed(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """`inputs` plus the weights (a name in both keeps the value in `inputs`)."""
+        return {**self.values, **inputs}
+
+
+class ShrinkingSession:
+    """An `ort.InferenceSession` whose every run ends by shrinking the shared CPU arena.
+
+    ``run(output_names, input_feed)`` behaves as the session's, with `weights` (if any) added
+    to the feed (a `run_options` given is used with the shrink entry added to it); other
+    attributes (``get_inputs``, ``get_outputs``, ...) are the session's own.
+    """
+
+    def __init__(self, session: ort.InferenceSession, weights: SharedWeights | None = None):
+        self.session = session
+        self.weights = weights
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+            run_options: ort.RunOptions | None = None) -> list:
+        options = run_options or ort.RunOptions()
+        options.add_run_config_entry(*SHRINK_ENTRY)
+        feed = self.weights.feed(input_feed) if self.weights is not None else input_feed
+        return self.session.run(output_names, feed, options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
