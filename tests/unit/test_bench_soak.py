@@ -90,7 +90,7 @@ def speech_transport(failing: set[str]) -> httpx.MockTransport:
 
 def test_seven_requests_with_checkpoints_every_three_sample_after_3_6_and_7():
     schedule = soak_schedule(7, VOICES, ("mp3", "wav"), SENTENCES)
-    plan = SoakPlan(requests=7, clients=2, every=3, interval_s=60.0)
+    plan = SoakPlan(requests=7, clients=2, every=3, interval_s=60.0, settle_s=0.01)
 
     async def go():
         async with httpx.AsyncClient(transport=speech_transport({"wav"})) as client:
@@ -100,6 +100,8 @@ def test_seven_requests_with_checkpoints_every_three_sample_after_3_6_and_7():
     assert [c.requests for c in record.checkpoints] == [3, 6, 7]
     assert record.start.requests == 0 and record.start.rss_bytes == float(1 << 20)
     assert all(c.rss_bytes > record.start.rss_bytes for c in record.checkpoints)
+    rest = record.at_rest
+    assert rest.requests == 7 and rest.rss_bytes > record.checkpoints[-1].rss_bytes
     wav = sum(r.fmt == "wav" for r in schedule)
     assert record.errors() == {"http_400": wav}
     assert sorted(r["index"] for r in record.results) == list(range(7))
@@ -107,12 +109,14 @@ def test_seven_requests_with_checkpoints_every_three_sample_after_3_6_and_7():
     table = soak_table(record).splitlines()
     assert table[0].split() == ["requests", "seconds", "RSS", "MiB", "vs", "start"]
     assert [row.split()[0] for row in table[1:5]] == ["0", "3", "6", "7"]
+    assert table[5].startswith("7 + at rest")
     assert f"errors: http_400: {wav}" in table[-1]
 
 
 def test_time_limit_stops_sending():
     schedule = soak_schedule(50, VOICES, ("mp3",), SENTENCES)
-    plan = SoakPlan(requests=50, clients=1, every=10, interval_s=60.0, max_seconds=1e-9)
+    plan = SoakPlan(requests=50, clients=1, every=10, interval_s=60.0, max_seconds=1e-9,
+                    settle_s=0)
 
     async def go():
         async with httpx.AsyncClient(transport=speech_transport(set())) as client:
@@ -130,6 +134,7 @@ def test_time_limit_stops_sending():
     (["--clients", "65"], "at most 64"),
     (["--formats", "mp3,ogg"], "unknown format ogg"),
     (["--max-seconds", "0"], "more than 0"),
+    (["--settle", "-1"], "0 to 600 seconds"),
     (["--url", "http://127.0.0.1:9", "--serve", "x {port}"], "not allowed with"),
 ])
 def test_soak_rejects_bad_options_at_parsing(capsys, argv, message):

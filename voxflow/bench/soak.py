@@ -8,8 +8,10 @@ requests in flight (closed loop) until all are sent or `max_seconds` have passed
 read to its end and counted, not decoded (client CPU stays low on a shared machine).
 
 RSS (`voxflow.bench.memory`) is sampled before the first request ("start"), after every
-`every` completed requests (checkpoints), every `interval_s` seconds (the time series) and after
-the last request. Both bounds, count and time, are checked when the options are parsed.
+`every` completed requests (checkpoints: with other requests still in flight, so they include
+the memory those runs are using), every `interval_s` seconds (the time series), after the last
+request, and `settle_s` seconds after that ("at rest": what the server keeps with nothing in
+flight). Both bounds, count and time, are checked when the options are parsed.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class SoakPlan:
     interval_s: float = 2.0
     max_seconds: float = 3600.0
     timeout_s: float = 120.0
+    settle_s: float = 3.0
 
 
 @dataclass
@@ -77,6 +80,7 @@ class SoakRecord:
     results: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
     stopped_by_time: bool = False
+    at_rest: RssSample | None = None
 
     def errors(self) -> dict[str, int]:
         return dict(Counter(r["error"] for r in self.results if r["error"]))
@@ -88,6 +92,7 @@ class SoakRecord:
             "stopped_by_time": self.stopped_by_time,
             "start": asdict(self.start) if self.start else None,
             "checkpoints": [asdict(c) for c in self.checkpoints],
+            "at_rest": asdict(self.at_rest) if self.at_rest else None,
             "samples": [asdict(s) for s in self.samples],
             "errors_by_kind": self.errors(),
             "counts": [{"model": m, "format": f, "outcome": o, "n": n}
@@ -235,6 +240,11 @@ async def run_soak(
         record.checkpoints.append(await sample())
     record.samples.append(record.checkpoints[-1])
     record.elapsed_s = time.monotonic() - t0
+    if plan.settle_s > 0:  # nothing in flight: what the server keeps, not what runs need
+        await asyncio.sleep(plan.settle_s)
+        record.at_rest = await sample()
+        say(f"at rest {plan.settle_s:g} s after the last request: RSS "
+            f"{_mib(record.at_rest.rss_bytes)} MiB")
     return record
 
 
@@ -263,6 +273,12 @@ def soak_table(record: SoakRecord) -> str:
         rows.append([str(point.requests), f"{point.t_s:.0f}", _mib(point.rss_bytes),
                      "-" if delta is None else f"{delta / MIB:+,.0f}"])
     peak = max((s.rss_bytes for s in record.samples if s.rss_bytes is not None), default=None)
+    rest = record.at_rest
+    if rest is not None:
+        delta = (None if start is None or rest.rss_bytes is None or start.rss_bytes is None
+                 else rest.rss_bytes - start.rss_bytes)
+        rows.append([f"{rest.requests} + at rest", f"{rest.t_s:.0f}", _mib(rest.rss_bytes),
+                     "-" if delta is None else f"{delta / MIB:+,.0f}"])
     table = render_table(["requests", "seconds", "RSS MiB", "vs start"], rows)
     errors = ", ".join(f"{k}: {v}" for k, v in record.errors().items()) or "none"
     return (f"{table}\npeak RSS {_mib(peak)} MiB over {len(record.samples)} samples; "

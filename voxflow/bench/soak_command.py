@@ -24,6 +24,7 @@ from voxflow.audio.formats import FORMATS
 from voxflow.bench import options
 from voxflow.bench.adapters import OpenAIAdapter, Target
 from voxflow.bench.arms import Arm, ArmServer, free_port, parse_arm
+from voxflow.bench.command import _stop_on_sigterm
 from voxflow.bench.errors import EXIT_FAILED, EXIT_USAGE, BenchError
 from voxflow.bench.machine import git_state, machine_record
 from voxflow.bench.memory import pick_source
@@ -72,6 +73,17 @@ def _bounded(kind, limit):
     return parse
 
 
+def _settle_seconds(text: str) -> float:
+    """0 to 600 seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 600:
+        raise argparse.ArgumentTypeError(f"must be 0 to 600 seconds, got {text}")
+    return value
+
+
 def add_soak(kinds) -> argparse.ArgumentParser:
     """Add the ``soak`` parser under ``voxflow bench``; returns it."""
     p = kinds.add_parser(
@@ -95,6 +107,8 @@ def add_soak(kinds) -> argparse.ArgumentParser:
                    help="also sample RSS every S seconds (2)")
     p.add_argument("--max-seconds", type=_bounded(options.positive_float, MAX_SECONDS),
                    default=3600.0, metavar="S", help="stop sending after S seconds (3600)")
+    p.add_argument("--settle", type=_settle_seconds, default=3.0, metavar="S",
+                   help="read RSS once more S seconds after the last request, at rest (3; 0: no)")
     p.add_argument("--models", metavar="A,B", help="models to mix (default: every model the "
                    "server lists at /v1/audio/voices)")
     p.add_argument("--formats", type=format_list, default=format_list(DEFAULT_FORMATS),
@@ -121,7 +135,7 @@ def say(line: str) -> None:
 async def _soak(args: argparse.Namespace, url: str, pid: int | None) -> dict[str, Any]:
     texts = _sentences(args.sentences)
     plan = SoakPlan(args.requests, args.clients, args.every, args.interval, args.max_seconds,
-                    args.timeout)
+                    args.timeout, args.settle)
     async with http_client(args.clients + 1) as client:
         models = [m.strip() for m in args.models.split(",")] if args.models else None
         try:
@@ -183,7 +197,8 @@ def bench_soak(args: argparse.Namespace) -> int:
     }
     with ExitStack() as stack:
         url, pid = args.url, args.pid
-        if args.serve:
+        if args.serve:  # SIGTERM then stops the server too (KeyboardInterrupt unwinds the stack)
+            stack.callback(_stop_on_sigterm())
             url, server_pid = _started(stack, args.serve, args.health_timeout)
             record["server_command"] = args.serve
             record["server_pid"] = server_pid
