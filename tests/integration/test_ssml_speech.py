@@ -57,7 +57,7 @@ def test_ssml_say_as_sub_and_phoneme_are_spoken_as_asked(joe_server, transcribe)
     raw = transcribe(pcm(speak(joe_server.url, text)), RATE)
     words = normalize_for_wer(raw)
     assert "n b a" in words or "nba" in words
-    assert "world wide web" in words
+    assert "worldwideweb" in words.replace(" ", "")  # Whisper writes "worldwide web" too
     # Whisper writes digits read one by one as "555-1234"; read as a number they would be
     # "five hundred fifty-five".
     assert "555-1234" in raw or "five five five" in words, raw
