@@ -6,12 +6,12 @@ Run from the repository root:
     .venv/bin/python benchmarks/memory_accounting.py --plain   # ONNX Runtime's defaults (before)
 
 One process loads what `configs/multi.yaml` serves, step by step, and prints its RSS after each
-step and the change: imports; Piper's fixed-thread session and its solo session; Kokoro's session;
-Kokoro's voices and front ends; one warm-up run per session; runs of growing length (one and two
-threads at once) with each run's peak RSS above the RSS before it (sampled every millisecond, so
-a lower bound); the PyAV encoders; and after `malloc_trim`. ``--plain`` opens the sessions the
-way voxflow did before its memory settings: one arena per session, memory patterns on, each
-session with its own copy of the weights. Figures are MiB (2**20 bytes).
+step and the change: imports; Piper's fixed-thread session and its solo session; Kokoro's
+session; Kokoro's voices and the three front ends; one warm-up run per session; runs of growing
+length (one and two threads at once) with each run's peak RSS above the RSS before it (sampled
+every millisecond, so a lower bound); the PyAV encoders; and after `malloc_trim`. ``--plain``
+opens the sessions the way voxflow did before its memory settings: one arena per session,
+memory patterns on, each session with its own copy of the weights. Figures are MiB (2**20 bytes).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def main() -> int:
         kokoro = kokoro_loader.load_graph(default_cache_dir(), 1, 1).session
         ledger.mark("Kokoro session (92 MB file)")
     table = load_packaged_voices()["jm_kumo"]
-    frontend = KokoroFrontend(kokoro_loader.load_vocab())
+    ledger.mark("Kokoro voices (five 510 x 256 style tables)")
     json_path = Path(f"{onnx_path}.json")
     config = piper_loader.read_voice_config(json_path)
     piper_config = PiperConfig.from_dict(json.loads(json_path.read_text(encoding="utf-8")))
@@ -157,13 +157,20 @@ def main() -> int:
         segments = text_to_segments(piper_config, piece, 10_000, None, 10_000)
         return np.concatenate([s.phoneme_ids for s in segments])
 
+    piper_ids(20)
+    ledger.mark("Piper front end (piper's espeak-ng)")
+    frontend = KokoroFrontend(kokoro_loader.load_vocab())
+    ledger.mark("Kokoro front ends made (two espeak-ng backends, OpenJTalk and its dictionary)")
+
     def kokoro_ids(chars: int) -> np.ndarray:
         piece = text[:chars].rsplit(" ", 1)[0] + "."
         segments = frontend.segments(piece, "en-us", 10_000, None)
         return np.concatenate([s.token_ids for s in segments])[:510]
 
-    piper_ids(20), kokoro_ids(20)
-    ledger.mark("Kokoro voices, both front ends (espeak-ng, OpenJTalk)")
+    kokoro_ids(20)
+    ledger.mark("Kokoro English front end, first use")
+    frontend.segments("今日は良い天気です。", "ja", 10_000, None)
+    ledger.mark("Kokoro Japanese front end, first use")
 
     def piper_run(g, chars):
         return lambda: synthesize_batch(g, config, [piper_ids(chars)], [(1, 0)], 1.0, 12.0)

@@ -1,5 +1,5 @@
 """Memory settings of the ONNX Runtime sessions and of malloc: weights split out of the graph and
-shared by a voice's sessions, arena shrinkage on every run, glibc's arena cap."""
+shared by a voice's sessions, arena shrinkage on runs over the memory budget, glibc settings."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from voxflow.malloc import ARENA_MAX, trim_heap, tune_malloc
-from voxflow.models.onnx_memory import SHRINK_ENTRY, SharedWeights, ShrinkingSession
+from voxflow.malloc import ARENA_MAX, MMAP_THRESHOLD, trim_heap, tune_malloc
+from voxflow.models.onnx_memory import SHRINK_ENTRY, ArenaBudget, ArenaSession, SharedWeights
 from voxflow.models.piper import loader
 from voxflow.models.piper.loader import load_graph, read_voice_config, rewrite_graph
 from voxflow.models.piper.synth import synthesize_batch
@@ -79,28 +79,75 @@ class FakeWeights:
         return SharedWeights.feed(self, inputs)
 
 
-def test_every_run_asks_for_arena_shrinkage_and_gets_the_weights():
+class FakeRss:
+    """RSS the test sets by hand, in MiB."""
+
+    def __init__(self, mib: int):
+        self.mib = mib
+
+    def __call__(self) -> int:
+        return self.mib << 20
+
+
+def test_budget_is_the_rss_of_the_last_load_plus_the_headroom():
+    rss = FakeRss(300)
+    budget = ArenaBudget(headroom_bytes=400 << 20, rss=rss)
+    assert budget.limit is None and not budget.over()  # nothing loaded yet
+    budget.note_loaded()
+    rss.mib = 250
+    budget.note_loaded()  # a lower reading never lowers the baseline
+    assert budget.limit == 700 << 20
+    rss.mib = 700
+    assert not budget.over()
+    rss.mib = 701
+    assert budget.over() and budget.shrinks == 1
+
+
+def test_runs_under_budget_keep_the_arena_and_runs_over_it_shrink_it():
+    rss = FakeRss(100)
+    budget = ArenaBudget(headroom_bytes=10 << 20, rss=rss)
+    budget.note_loaded()
     fake = FakeSession()
-    session = ShrinkingSession(fake, FakeWeights())
+    session = ArenaSession(fake, FakeWeights(), budget)
     assert session.run(["y"], {"x": "input x"}) == ["ok"]
     names, feed, options = fake.calls[0]
     assert names == ["y"] and feed == {"w": "weight", "x": "input x"}
+    assert options is None  # under budget: ONNX Runtime's defaults, the arena is kept
+    rss.mib = 111
+    session.run(["y"], {"x": "input x"})
+    options = fake.calls[1][2]
     assert options.get_run_config_entry(SHRINK_ENTRY[0]) == SHRINK_ENTRY[1] == "cpu:0"
-    assert session.get_inputs() == ["x"]
+    assert session.get_inputs() == ["x"] and budget.shrinks == 1
 
 
-def test_given_run_options_keep_their_entries_and_gain_the_shrink_entry():
+def test_given_run_options_keep_their_entries_and_gain_the_shrink_entry_over_budget():
+    budget = ArenaBudget(headroom_bytes=0, rss=FakeRss(100))
+    budget.note_loaded()
+    budget._rss = FakeRss(101)
     fake = FakeSession()
     options = ort.RunOptions()
     options.add_run_config_entry("memory.arena_tag", "x")  # any entry of the caller's
-    ShrinkingSession(fake).run(None, {"x": 1}, options)
+    ArenaSession(fake, budget=budget).run(None, {"x": 1}, options)
     _, feed, used = fake.calls[0]
     assert used is options and feed == {"x": 1}
+    assert used.get_run_config_entry("memory.arena_tag") == "x"
     assert used.get_run_config_entry(SHRINK_ENTRY[0]) == "cpu:0"
 
 
-def test_malloc_arena_cap_is_set_once_on_glibc():
-    assert ARENA_MAX == 2
+def test_a_real_session_over_budget_runs_and_gives_the_same_audio(tiny_voice_dir):
+    path = tiny_voice_dir / "tiny.onnx"
+    config = read_voice_config(path.with_name("tiny.onnx.json"))
+    graph = load_graph(path, 1, 1)
+    kept = synthesize_batch(graph, config, [IDS], [(7, 0)], 1.0, 12.0)[0]
+    graph.session.budget = ArenaBudget(headroom_bytes=0, rss=FakeRss(1))
+    graph.session.budget.note_loaded()
+    graph.session.budget._rss = FakeRss(2)
+    shrunk = synthesize_batch(graph, config, [IDS], [(7, 0)], 1.0, 12.0)[0]
+    assert graph.session.budget.shrinks == 1 and np.array_equal(kept, shrunk)
+
+
+def test_malloc_settings_are_set_once_on_glibc():
+    assert ARENA_MAX == 2 and MMAP_THRESHOLD == 1 << 20
     assert tune_malloc() is True  # Linux with glibc, as this project's machines
     assert tune_malloc() is True
     assert trim_heap() in (True, False)

@@ -1,26 +1,29 @@
-"""How voxflow's ONNX Runtime sessions hold memory: one shared CPU arena, shrunk after each run.
+"""How voxflow's ONNX Runtime sessions hold memory: one shared CPU arena, shrunk when over budget.
 
 ONNX Runtime gives every session its own CPU arena by default. An arena grows, in regions
 doubling in size, to the largest set of tensors its session ever held at once (two workers
 running the longest segments at the same time) and never gives a region back. With three
 sessions (Piper's two, Kokoro's one) a server under mixed traffic grew from 0.7 to 2.1 GB and
-stayed there. Measured instead (docs/architecture.md, "Memory"):
+stayed there. What voxflow does instead, each measured (docs/architecture.md, "Memory"):
 
-- without any arena every tensor is a fresh ``malloc``: most are over glibc's 32 MB mmap limit,
-  so each run page-faults its whole working set again, 12% more CPU time (all system time);
-- one arena for all sessions (`shared_session_options`), and the run option
-  ``memory.enable_memory_arena_shrinkage`` on every run (`ShrinkingSession`): within a run
-  tensors reuse arena memory as before; at its end the regions no run is using go back to the
-  system. The process keeps what runs in flight need, no more, at no measurable CPU cost (the
-  faults happen once per run instead of once per tensor);
-- memory patterns are off: with dynamic shapes ONNX Runtime would cache one per input shape.
-
-`SharedWeights` lets the sessions of one graph (Piper's fixed-thread and solo sessions) use one
-copy of its weights, fed as inputs.
+- one arena for all sessions (`shared_session_options`): sessions used at different times
+  reuse each other's free regions; no cost;
+- memory patterns off: with dynamic shapes ONNX Runtime would cache one per input shape; no
+  cost;
+- a run that starts while the process is over its budget (`ArenaBudget`: RSS when the last
+  session was loaded plus `HEADROOM_BYTES`) ends by shrinking the arena (run option
+  ``memory.enable_memory_arena_shrinkage``): the regions no run is using go back to the system
+  (glibc maps them on their own, `voxflow.malloc`). Under the budget nothing is given back,
+  because shrinking costs: the next run page-faults its working set again, +16% CPU for a
+  Piper segment that shrinks every time (+5% for Kokoro's longer runs). No arena at all was
+  worse: +12% CPU on both, every run;
+- `SharedWeights`: the sessions of one graph (Piper's fixed-thread and solo sessions) use one
+  copy of its weights, fed as inputs.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,6 +37,10 @@ SHRINK_ENTRY = ("memory.enable_memory_arena_shrinkage", "cpu:0")
 """Run option: at the end of the run, free the CPU arena's regions that hold no tensor."""
 MIN_SHARED_BYTES = 1024
 """Initializers at least this large are shared between sessions; smaller ones are not worth it."""
+
+HEADROOM_BYTES = 400 << 20
+"""The arena is shrunk after runs that start more than this above the RSS of the loaded
+sessions (issue 7: steady state at most the weights in memory plus 400 MB)."""
 
 _arena_lock = threading.Lock()
 _arena_registered = False
@@ -108,22 +115,73 @@ class SharedWeights:
         return {**self.values, **inputs}
 
 
-class ShrinkingSession:
-    """An `ort.InferenceSession` whose every run ends by shrinking the shared CPU arena.
+def process_rss() -> int | None:
+    """This process's resident memory in bytes, from ``/proc/self/statm`` (None elsewhere)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
-    ``run(output_names, input_feed)`` behaves as the session's, with `weights` (if any) added
-    to the feed (a `run_options` given is used with the shrink entry added to it); other
-    attributes (``get_inputs``, ``get_outputs``, ...) are the session's own.
+
+class ArenaBudget:
+    """Whether a run should shrink the shared arena: RSS over the loaded RSS plus `headroom`.
+
+    `note_loaded` (called by the loaders after each session is made) raises the baseline to the
+    RSS then; before any call nothing is over budget. `shrinks` counts the runs told to shrink.
     """
 
-    def __init__(self, session: ort.InferenceSession, weights: SharedWeights | None = None):
+    def __init__(self, headroom_bytes: int = HEADROOM_BYTES, rss=process_rss):
+        self.headroom = headroom_bytes
+        self.baseline: int | None = None
+        self.shrinks = 0
+        self._rss = rss
+        self._lock = threading.Lock()
+
+    def note_loaded(self) -> None:
+        rss = self._rss()
+        with self._lock:
+            if rss is not None and (self.baseline is None or rss > self.baseline):
+                self.baseline = rss
+
+    @property
+    def limit(self) -> int | None:
+        """The RSS in bytes above which runs shrink the arena (None: no baseline yet)."""
+        return None if self.baseline is None else self.baseline + self.headroom
+
+    def over(self) -> bool:
+        limit, rss = self.limit, self._rss()
+        if limit is None or rss is None or rss <= limit:
+            return False
+        with self._lock:
+            self.shrinks += 1
+        return True
+
+
+BUDGET = ArenaBudget()
+"""The process's budget: one arena, one budget."""
+
+
+class ArenaSession:
+    """An `ort.InferenceSession` whose runs shrink the shared arena when `budget` says so.
+
+    ``run(output_names, input_feed)`` behaves as the session's, with `weights` (if any) added
+    to the feed (a `run_options` given is used, with the shrink entry added when over budget);
+    other attributes (``get_inputs``, ``get_outputs``, ...) are the session's own.
+    """
+
+    def __init__(self, session: ort.InferenceSession, weights: SharedWeights | None = None,
+                 budget: ArenaBudget = BUDGET):
         self.session = session
         self.weights = weights
+        self.budget = budget
 
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             run_options: ort.RunOptions | None = None) -> list:
-        options = run_options or ort.RunOptions()
-        options.add_run_config_entry(*SHRINK_ENTRY)
+        options = run_options
+        if self.budget.over():
+            options = options or ort.RunOptions()
+            options.add_run_config_entry(*SHRINK_ENTRY)
         feed = self.weights.feed(input_feed) if self.weights is not None else input_feed
         return self.session.run(output_names, feed, options)
 

@@ -10,8 +10,8 @@ temporary file next to the target, renamed over it once complete and verified.
 The graph takes ``tokens`` (1, T) int64 (vocabulary ids wrapped in a 0 at both ends),
 ``style`` (1, 256) float32 and ``speed`` (1,) float32, and returns ``audio`` (N,) float32 at
 24 kHz. Its batch dimension is fixed at 1. It has no random ops: the same input gives the same
-audio. The session uses the shared CPU arena and shrinks it after each run
-(`voxflow.models.onnx_memory`).
+audio. The session uses the shared CPU arena and shrinks it after a run when the process is
+over its memory budget (`voxflow.models.onnx_memory`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from voxflow.malloc import trim_heap, tune_malloc
-from voxflow.models.onnx_memory import ShrinkingSession, shared_session_options
+from voxflow.models.onnx_memory import BUDGET, ArenaSession, shared_session_options
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ _CHUNK = 1 << 20
 class KokoroGraph:
     """The serving session and facts about it (for logs and `/v1/models`)."""
 
-    session: ShrinkingSession
+    session: ArenaSession
     path: Path
     sha256: str
 
@@ -151,7 +151,7 @@ def ensure_model(
     return target
 
 
-def _check_io(session: ort.InferenceSession | ShrinkingSession, path: Path) -> None:
+def _check_io(session: ort.InferenceSession | ArenaSession, path: Path) -> None:
     inputs = {i.name: i for i in session.get_inputs()}
     if set(inputs) != set(_INPUTS):
         raise ValueError(f"{path}: graph inputs {sorted(inputs)}, expected {sorted(_INPUTS)}")
@@ -183,7 +183,8 @@ def load_graph(cache_dir: Path, intra_op_threads: int, inter_op_threads: int) ->
     )
     _check_io(session, path)
     trim_heap()
-    return KokoroGraph(ShrinkingSession(session), path, expected_sha256())
+    BUDGET.note_loaded()
+    return KokoroGraph(ArenaSession(session), path, expected_sha256())
 
 
 def load_vocab() -> dict[str, int]:

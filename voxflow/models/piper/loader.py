@@ -15,8 +15,9 @@ graph lacks them fails to load with a message saying which is missing.
 
 Memory (`voxflow.models.onnx_memory`): the weights are split out of the graph and fed as inputs,
 so every session of one voice file (the fixed-thread and the solo session) uses one copy of
-them, kept while any of them lives; sessions use the shared CPU arena and shrink it after each
-run; the parse-and-rewrite garbage of a load is handed back to the system.
+them, kept while any of them lives; sessions use the shared CPU arena and shrink it after a
+run when the process is over its memory budget; the parse-and-rewrite garbage of a load is
+handed back to the system.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, shape_inference
 
 from voxflow.malloc import trim_heap, tune_malloc
-from voxflow.models.onnx_memory import SharedWeights, ShrinkingSession, shared_session_options
+from voxflow.models.onnx_memory import (
+    BUDGET,
+    ArenaSession,
+    SharedWeights,
+    shared_session_options,
+)
 
 DP_NOISE_NODE = "/dp/RandomNormalLike"
 PRIOR_NOISE_NODE = "/RandomNormalLike"
@@ -75,7 +81,7 @@ class RewrittenGraph:
     """A voice's serving graph: the session and the noise channels C of its prior; `source`
     (the weights it shares with the voice's other sessions) lives as long as it does."""
 
-    session: ShrinkingSession
+    session: ArenaSession
     noise_channels: int
     durations_output: str
     source: PreparedGraph | None = None
@@ -210,5 +216,7 @@ def load_graph(
         prepared.model_bytes, providers=["CPUExecutionProvider"],
         sess_options=shared_session_options(intra_op_threads, inter_op_threads, spin),
     )
-    return RewrittenGraph(ShrinkingSession(session, prepared.weights), prepared.noise_channels,
+    trim_heap()
+    BUDGET.note_loaded()
+    return RewrittenGraph(ArenaSession(session, prepared.weights), prepared.noise_channels,
                           prepared.durations_output, prepared)
