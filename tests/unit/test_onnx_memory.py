@@ -10,7 +10,8 @@ import onnx
 import onnxruntime as ort
 
 from voxflow.malloc import ARENA_MAX, MMAP_THRESHOLD, trim_heap, tune_malloc
-from voxflow.models.onnx_memory import SHRINK_ENTRY, ArenaBudget, ArenaSession, SharedWeights
+from voxflow.memory_budget import ArenaBudget, BudgetCollector
+from voxflow.models.onnx_memory import SHRINK_ENTRY, ArenaSession, SharedWeights
 from voxflow.models.piper import loader
 from voxflow.models.piper.loader import load_graph, read_voice_config, rewrite_graph
 from voxflow.models.piper.synth import synthesize_batch
@@ -101,6 +102,18 @@ def test_budget_is_the_rss_of_the_last_load_plus_the_headroom():
     assert not budget.over()
     rss.mib = 701
     assert budget.over() and budget.shrinks == 1
+
+
+def test_budget_metrics_give_the_limit_once_loaded_and_the_shrinks():
+    rss = FakeRss(300)
+    budget = ArenaBudget(headroom_bytes=400 << 20, rss=rss)
+    collector = BudgetCollector(budget)
+    assert [m.name for m in collector.collect()] == ["voxflow_arena_shrinks"]
+    budget.note_loaded()
+    rss.mib = 800
+    budget.over()
+    values = {m.name: m.samples[0].value for m in collector.collect()}
+    assert values == {"voxflow_memory_budget_bytes": 700 << 20, "voxflow_arena_shrinks": 1}
 
 
 def test_runs_under_budget_keep_the_arena_and_runs_over_it_shrink_it():

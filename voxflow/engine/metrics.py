@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
+from voxflow.memory_budget import BudgetCollector
+
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60)
 _RTF_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 5)
 _BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
@@ -23,6 +25,7 @@ class EngineMetrics:
         # process_resident_memory_bytes, process_cpu_seconds_total, ... of the server process
         # (Linux /proc; nothing on other systems): `voxflow bench soak` reads RSS from here.
         ProcessCollector(registry=r)
+        r.register(BudgetCollector())  # voxflow_memory_budget_bytes, voxflow_arena_shrinks_total
         self.requests = Counter(
             "voxflow_requests", "Finished speech requests by outcome.", ["model", "status"],
             registry=r,

@@ -10,8 +10,8 @@ stayed there. What voxflow does instead, each measured (docs/architecture.md, "M
   reuse each other's free regions; no cost;
 - memory patterns off: with dynamic shapes ONNX Runtime would cache one per input shape; no
   cost;
-- a run that starts while the process is over its budget (`ArenaBudget`: RSS when the last
-  session was loaded plus `HEADROOM_BYTES`) ends by shrinking the arena (run option
+- a run that starts while the process is over its budget (`voxflow.memory_budget`) ends by
+  shrinking the arena (run option
   ``memory.enable_memory_arena_shrinkage``): the regions no run is using go back to the system
   (glibc maps them on their own, `voxflow.malloc`). Under the budget nothing is given back,
   because shrinking costs: the next run page-faults its working set again, +16% CPU for a
@@ -23,7 +23,6 @@ stayed there. What voxflow does instead, each measured (docs/architecture.md, "M
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,14 +32,12 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
+from voxflow.memory_budget import BUDGET, ArenaBudget
+
 SHRINK_ENTRY = ("memory.enable_memory_arena_shrinkage", "cpu:0")
 """Run option: at the end of the run, free the CPU arena's regions that hold no tensor."""
 MIN_SHARED_BYTES = 1024
 """Initializers at least this large are shared between sessions; smaller ones are not worth it."""
-
-HEADROOM_BYTES = 400 << 20
-"""The arena is shrunk after runs that start more than this above the RSS of the loaded
-sessions (issue 7: steady state at most the weights in memory plus 400 MB)."""
 
 _arena_lock = threading.Lock()
 _arena_registered = False
@@ -113,53 +110,6 @@ class SharedWeights:
     def feed(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """`inputs` plus the weights (a name in both keeps the value in `inputs`)."""
         return {**self.values, **inputs}
-
-
-def process_rss() -> int | None:
-    """This process's resident memory in bytes, from ``/proc/self/statm`` (None elsewhere)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class ArenaBudget:
-    """Whether a run should shrink the shared arena: RSS over the loaded RSS plus `headroom`.
-
-    `note_loaded` (called by the loaders after each session is made) raises the baseline to the
-    RSS then; before any call nothing is over budget. `shrinks` counts the runs told to shrink.
-    """
-
-    def __init__(self, headroom_bytes: int = HEADROOM_BYTES, rss=process_rss):
-        self.headroom = headroom_bytes
-        self.baseline: int | None = None
-        self.shrinks = 0
-        self._rss = rss
-        self._lock = threading.Lock()
-
-    def note_loaded(self) -> None:
-        rss = self._rss()
-        with self._lock:
-            if rss is not None and (self.baseline is None or rss > self.baseline):
-                self.baseline = rss
-
-    @property
-    def limit(self) -> int | None:
-        """The RSS in bytes above which runs shrink the arena (None: no baseline yet)."""
-        return None if self.baseline is None else self.baseline + self.headroom
-
-    def over(self) -> bool:
-        limit, rss = self.limit, self._rss()
-        if limit is None or rss is None or rss <= limit:
-            return False
-        with self._lock:
-            self.shrinks += 1
-        return True
-
-
-BUDGET = ArenaBudget()
-"""The process's budget: one arena, one budget."""
 
 
 class ArenaSession:

@@ -30,7 +30,8 @@ from pathlib import Path
 import onnxruntime as ort
 
 from voxflow.malloc import trim_heap, tune_malloc
-from voxflow.models.onnx_memory import BUDGET, ArenaSession, shared_session_options
+from voxflow.memory_budget import BUDGET
+from voxflow.models.onnx_memory import ArenaSession, shared_session_options
 
 log = logging.getLogger(__name__)
 

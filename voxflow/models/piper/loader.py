@@ -33,12 +33,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, shape_inference
 
 from voxflow.malloc import trim_heap, tune_malloc
-from voxflow.models.onnx_memory import (
-    BUDGET,
-    ArenaSession,
-    SharedWeights,
-    shared_session_options,
-)
+from voxflow.memory_budget import BUDGET
+from voxflow.models.onnx_memory import ArenaSession, SharedWeights, shared_session_options
 
 DP_NOISE_NODE = "/dp/RandomNormalLike"
 PRIOR_NOISE_NODE = "/RandomNormalLike"
