@@ -28,44 +28,76 @@ class _Strict(BaseModel):
 class ServerSettings(_Strict):
     """HTTP server settings."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    # The OpenAI speech API's input limit, in characters.
-    max_input_chars: int = Field(4096, ge=1, le=1_000_000)
-    # On shutdown, seconds to let open responses finish before they are cut.
-    shutdown_grace_s: float = Field(10.0, ge=0)
+    host: str = Field(
+        "127.0.0.1",
+        description="Address the HTTP server binds to (`0.0.0.0` listens on all interfaces).",
+    )
+    port: int = Field(8000, ge=0, le=65535, description="TCP port the HTTP server listens on.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Lowest level of log lines written."
+    )
+    max_input_chars: int = Field(
+        4096, ge=1, le=1_000_000,
+        description="Longest `input` a speech request may have, in characters (OpenAI's limit).",
+    )
+    shutdown_grace_s: float = Field(
+        10.0, ge=0,
+        description="On shutdown, seconds open responses get to finish before they are cut.",
+    )
 
 
 class EngineSettings(_Strict):
     """Engine-wide scheduling and admission settings."""
 
-    # Requests whose segments may be in stage queues at once.
-    max_inflight_requests: int = Field(32, ge=1)
-    # Requests waiting for an in-flight slot; past inflight + queued the server answers 429.
-    max_queued_requests: int = Field(128, ge=0)
-    # Seconds from submission to the last chunk; past it the request fails with 504.
-    request_timeout_s: float = Field(120.0, gt=0)
-    # Seconds a client is told to wait (Retry-After) when refused with 429.
-    retry_after_s: int = Field(1, ge=1)
-    # Run one synthesis per model at start-up; /health is ready only after it.
-    warmup: bool = True
-    # Seeded requests batch only with themselves, so their bytes never depend on batch-mates.
-    isolate_seeded: bool = True
-    # Deadline scheduling (see engine/scheduler.py): a new request's first segment is due this
-    # many seconds after arrival...
-    ttfa_target_s: float = Field(1.0, ge=0)
-    # ...and a stream's next segment this many seconds before its audio so far has played out.
-    continuation_lead_s: float = Field(1.0, ge=0)
+    max_inflight_requests: int = Field(
+        32, ge=1, description="Requests whose segments may be in stage queues at once."
+    )
+    max_queued_requests: int = Field(
+        128, ge=0,
+        description="Requests waiting for an in-flight slot; past in-flight + queued the server "
+        "answers 429.",
+    )
+    request_timeout_s: float = Field(
+        120.0, gt=0,
+        description="Seconds from submission to the last chunk; past it the request fails "
+        "with 504.",
+    )
+    retry_after_s: int = Field(
+        1, ge=1, description="Seconds a client is told to wait (`Retry-After`) with a 429."
+    )
+    warmup: bool = Field(
+        True,
+        description="Run one synthesis per model at start-up; `/health` is ready only after it.",
+    )
+    isolate_seeded: bool = Field(
+        True,
+        description="Seeded requests batch only with themselves, so their bytes never depend "
+        "on batch-mates.",
+    )
+    # Deadline scheduling (see engine/scheduler.py).
+    ttfa_target_s: float = Field(
+        1.0, ge=0,
+        description="Deadline scheduling: a new request's first segment is due this many "
+        "seconds after arrival.",
+    )
+    continuation_lead_s: float = Field(
+        1.0, ge=0,
+        description="Deadline scheduling: a stream's next segment is due this many seconds "
+        "before its audio so far has played out.",
+    )
 
 
 class ModelSettings(_Strict):
     """One served model: a name clients use, its family, and the family's own options."""
 
-    name: str = Field(min_length=1)
-    family: str = Field(min_length=1)
+    name: str = Field(min_length=1, description="The `model` name clients ask for.")
+    family: str = Field(
+        min_length=1, description="Model family implementing it (`piper`, `kokoro`)."
+    )
     # Raw here; replaced by the family's validated settings object in `load_settings`.
-    options: Any = None
+    options: Any = Field(
+        None, description="The family's own settings (below); omitted fields take defaults."
+    )
 
     @field_validator("family")
     @classmethod
@@ -77,9 +109,13 @@ class ModelSettings(_Strict):
 class Settings(_Strict):
     """The whole deployment."""
 
-    server: ServerSettings = ServerSettings()
-    engine: EngineSettings = EngineSettings()
-    models: list[ModelSettings] = Field(min_length=1)
+    server: ServerSettings = Field(ServerSettings(), description="HTTP server settings.")
+    engine: EngineSettings = Field(
+        EngineSettings(), description="Engine-wide scheduling and admission settings."
+    )
+    models: list[ModelSettings] = Field(
+        min_length=1, description="The served models; a file that names none serves Piper."
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:
