@@ -22,30 +22,59 @@ class KokoroSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # Folder for the ONNX model joined from the four part packages (created if missing). The
-    # loader writes nowhere else.
-    cache_dir: Path = Field(default_factory=default_cache_dir)
-    default_voice: str = "jf_alpha"
-    intra_op_threads: int = Field(1, ge=1, le=256)
-    inter_op_threads: int = Field(1, ge=1, le=256)
-    workers: int = Field(2, ge=1, le=64)
-    # Segments are sentences, and pieces of long sentences at most this many characters; a
-    # segment whose phonemes pass the graph's 510-token limit is cut again at punctuation.
-    max_segment_chars: int = Field(300, ge=20, le=2000)
-    # The first segment of a request is capped shorter, for time to first audio; null = no cap.
-    first_segment_chars: int | None = Field(100, ge=10)
-    # Kokoro pads each segment with up to ~0.3 s of silence before and ~0.6 s after the speech;
-    # at most this much silence is kept after each segment (the pause between segments), and
-    # 50 ms before it.
-    segment_pause_s: float = Field(0.25, ge=0.0, le=2.0)
-    # Speeds the model's own length scale renders cleanly (docs/api.md "Speed"): a segment is
-    # synthesized at its speed clamped to this range, then time-stretched (pitch kept) by the
-    # rest. From benchmarks/speed_range.py (jm_kumo, 12 sentences): native durations run a
+    cache_dir: Path = Field(
+        default_factory=default_cache_dir,
+        description="Folder for the ONNX model joined from the four part packages (~92 MB, "
+        "created if missing); the loader writes nowhere else.",
+        json_schema_extra={"doc_default": "~/.cache/voxflow/kokoro"},
+    )
+    default_voice: str = Field(
+        "jf_alpha",
+        description="Voice used when none is named: `jf_alpha`, `jf_gongitsune`, `jf_nezumi`, "
+        "`jf_tebukuro` (female), `jm_kumo` (male).",
+    )
+    intra_op_threads: int = Field(
+        1, ge=1, le=256,
+        description="ONNX Runtime threads inside one op (one session for all voices).",
+    )
+    inter_op_threads: int = Field(
+        1, ge=1, le=256, description="ONNX Runtime threads across ops."
+    )
+    workers: int = Field(
+        2, ge=1, le=64,
+        description="Acoustic worker threads sharing the session; the graph runs one segment "
+        "at a time.",
+    )
+    max_segment_chars: int = Field(
+        300, ge=20, le=2000,
+        description="Segments are sentences, and pieces of long sentences at most this many "
+        "characters; a segment past the graph's 510-token limit is cut again at punctuation.",
+    )
+    first_segment_chars: int | None = Field(
+        100, ge=10,
+        description="Shorter cap on a request's first segment, for time to first audio; "
+        "null = no cap. At most `max_segment_chars`.",
+    )
+    # Kokoro pads each segment with up to ~0.3 s of silence before and ~0.6 s after the speech.
+    segment_pause_s: float = Field(
+        0.25, ge=0.0, le=2.0,
+        description="Most silence kept after each segment (the pause between segments); 50 ms "
+        "is kept before it.",
+    )
+    # From benchmarks/speed_range.py (jm_kumo, 12 sentences): native durations run a
     # little long, within 5% for every sentence only from 0.6 (-1.9%, worst -4.6%) to 1.1
     # (-2.6%, worst -4.3%; 0.5: worst -7.1%, 1.2: -5.7%), and Whisper's word error rate rises
     # past 1.2 (6 sentences, 1.3: 8%, 1.5: 19%: the graph rounds short phonemes away).
-    native_speed_min: float = Field(0.6, ge=0.25, le=1.0)
-    native_speed_max: float = Field(1.1, ge=1.0, le=4.0)
+    native_speed_min: float = Field(
+        0.6, ge=0.25, le=1.0,
+        description="Lowest speed the model's own length scale renders (docs/api.md, Speed); "
+        "slower speeds are time-stretched with the pitch kept.",
+    )
+    native_speed_max: float = Field(
+        1.1, ge=1.0, le=4.0,
+        description="Highest speed the model's own length scale renders; faster speeds are "
+        "time-stretched with the pitch kept.",
+    )
 
     @field_validator("cache_dir")
     @classmethod
