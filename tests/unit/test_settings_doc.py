@@ -57,3 +57,13 @@ def test_item11_check_reports_a_stale_file(tmp_path, monkeypatch, capsys):
     assert settings_doc.REGENERATE in capsys.readouterr().err
     assert settings_doc.main(["--write"]) == 0
     assert settings_doc.main(["--check"]) == 0
+
+
+def test_item11_shipped_configs_point_at_the_reference():
+    configs = sorted((settings_doc.DOC_PATH.parent.parent / "configs").glob("*.yaml"))
+    assert configs
+    for path in configs:
+        header = "".join(line for line in path.read_text().splitlines(keepends=True)
+                         if line.startswith("#"))
+        assert "docs/configuration.md" in header, path.name
+        assert "those of configs/piper.yaml" not in header, path.name
