@@ -15,16 +15,15 @@ import uvicorn
 from voxflow.config import load_settings
 from voxflow.server.app import create_app
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 PROJECT_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 
 
 def data_file(name: str) -> Path:
-    """A benchmark text: the project's copy under benchmarks/data, else ../shared/data."""
-    for folder in (PROJECT_DATA, SHARED_DATA):
-        if (folder / name).is_file():
-            return folder / name
-    raise FileNotFoundError(name)
+    """A benchmark text from the repository's benchmarks/data."""
+    path = PROJECT_DATA / name
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    return path
 
 
 @dataclass
