@@ -102,7 +102,8 @@ def test_models_voices_health_metrics(joe_server):
     voices = httpx.get(f"{joe_server.url}/v1/audio/voices").json()["data"]
     joe = next(v for v in voices if v["id"] == "joe")
     assert joe == {"id": "joe", "object": "voice", "model": "piper", "family": "piper",
-                   "language": "en-US", "sample_rate": 22050, "default": True}
+                   "language": "en-US", "languages": ["en-US"], "sample_rate": 22050,
+                   "default": True}
     health = httpx.get(f"{joe_server.url}/health")
     assert health.status_code == 200 and health.json()["status"] == "ready"
     post(joe_server.url, response_format="pcm")

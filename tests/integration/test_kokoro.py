@@ -121,6 +121,11 @@ def test_models_and_voices_list_both_families(multi_server):
     assert facts[("piper", "joe")] == ("en-US", 22050)
     for vid in KOKORO_VOICES:
         assert facts[("kokoro", vid)] == ("ja", 24000)
+    # Issue 8, item 6: every language a voice accepts, its own (default) one first.
+    spoken = {(v["model"], v["id"]): v["languages"] for v in voices}
+    assert spoken[("piper", "joe")] == ["en-US"]
+    for vid in KOKORO_VOICES:
+        assert spoken[("kokoro", vid)] == ["ja", "en-US", "en-GB"]
     only = httpx.get(f"{multi_server.url}/v1/audio/voices", params={"model": "kokoro"}).json()
     assert sorted(v["id"] for v in only["data"]) == KOKORO_VOICES
 

@@ -1,0 +1,91 @@
+"""The bodies of ``GET /v1/models`` and ``GET /v1/audio/voices``.
+
+A voice entry says every language the voice accepts (`ModelFamily.languages`, the family's own
+answer, the voice's own language first) as ``languages``, and keeps ``language`` as its own
+(default) one. Tags are written in BCP 47's usual case (``en-US``, ``ja``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from voxflow.engine.engine import Engine
+from voxflow.errors import ModelNotFoundError
+from voxflow.models.base import ModelFamily
+
+
+def tag_case(tag: str) -> str:
+    """A language tag in BCP 47's conventional case: ``en-us`` -> ``en-US``, ``sr_latn`` ->
+    ``sr-Latn``, ``ja`` -> ``ja`` (language lower, script title, region upper)."""
+    parts = tag.replace("_", "-").split("-")
+    out = [parts[0].lower()]
+    for part in parts[1:]:
+        if len(part) == 4 and part.isalpha():
+            out.append(part.title())
+        elif len(part) == 2 or (len(part) == 3 and part.isdigit()):
+            out.append(part.upper())
+        else:
+            out.append(part.lower())
+    return "-".join(out)
+
+
+def voice_languages(family: ModelFamily, voice_id: str) -> list[str]:
+    """Every language `voice_id` accepts, its own first, as `family.languages` gives them."""
+    seen: list[str] = []
+    for tag in family.languages(voice_id):
+        cased = tag_case(tag)
+        if cased not in seen:
+            seen.append(cased)
+    return seen
+
+
+def voice_entry(model: str, family: ModelFamily, voice_id: str) -> dict[str, Any]:
+    """One ``/v1/audio/voices`` entry for a voice of `family`, served as model `model`."""
+    voice = family.voices[voice_id]
+    return {
+        "id": voice.id,
+        "object": "voice",
+        "model": model,
+        "family": voice.family,
+        "language": voice.language,
+        "languages": voice_languages(family, voice_id),
+        "sample_rate": voice.sample_rate,
+        "default": voice.id == family.default_voice,
+    }
+
+
+def models_list(engine: Engine) -> dict[str, Any]:
+    """The body of ``GET /v1/models``: every served model, OpenAI list shape."""
+    data = []
+    for name, served in engine.models.items():
+        family = served.family
+        data.append({
+            "id": name,
+            "object": "model",
+            "created": int(engine.created_at),
+            "owned_by": "voxflow",
+            "family": family.family if family else None,
+            "status": served.status,
+            "voices": sorted(family.voices) if family else [],
+        })
+    return {"object": "list", "data": data}
+
+
+def voices_list(engine: Engine, model: str | None) -> dict[str, Any]:
+    """The body of ``GET /v1/audio/voices``: every voice, or those of `model`.
+
+    Raises:
+        ModelNotFoundError: `model` is not served (404).
+    """
+    if model is not None and model not in engine.models:
+        raise ModelNotFoundError(model, sorted(engine.models))
+    data = []
+    for name, served in engine.models.items():
+        if served.family is None or (model is not None and name != model):
+            continue
+        for voice_id in served.family.voices:
+            data.append(voice_entry(name, served.family, voice_id))
+    return {"object": "list", "data": data}
+
+
+__all__ = ["models_list", "tag_case", "voice_entry", "voice_languages", "voices_list"]
