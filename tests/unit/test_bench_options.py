@@ -111,3 +111,46 @@ def test_arm_spec_and_rotation():
 def test_eval_usage_errors(capsys, argv):
     assert main(argv) == 2
     assert "usage: voxflow eval" in capsys.readouterr().err
+
+
+def test_no_stream_field_parses_and_sends_no_stream_key():
+    args = build_parser().parse_args(["bench", "run", "--url", URL, "--no-stream-field"])
+    from voxflow.bench.options import target_from
+
+    target = target_from(args, "openai", URL)
+    assert target.stream_field is False
+    _, body = make_adapter(target).request("Hello.", seed=7)
+    assert body == {"model": "piper", "voice": "joe", "input": "Hello.",
+                    "response_format": "pcm", "seed": 7}
+    # The default still asks for streaming explicitly; an extra cannot sneak the field back in.
+    default = target_from(build_parser().parse_args(["bench", "run", "--url", URL]), "openai", URL)
+    assert default.stream_field is True
+    assert make_adapter(default).request("Hello.", seed=None)[1]["stream"] is True
+    sneaky = make_adapter(Target("openai", URL, stream_field=False, extras={"stream": True}))
+    assert "stream" not in sneaky.request("Hello.", seed=None)[1]
+
+
+def test_no_stream_field_contradicts_no_stream(capsys):
+    assert main(["bench", "run", "--url", URL, "--no-stream", "--no-stream-field"]) == 2
+    assert "not allowed with" in capsys.readouterr().err
+
+
+def test_no_stream_field_body_is_the_openai_clients_plain_create_body():
+    """Issue 8 acceptance: the bench can send exactly what `audio.speech.create()` sends."""
+    import json
+
+    import httpx
+    openai = pytest.importorskip("openai")
+
+    sent = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, content=b"\0\0", headers={"content-type": "audio/pcm"})
+
+    client = openai.OpenAI(base_url=f"{URL}/v1", api_key="unused", max_retries=0,
+                           http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    client.audio.speech.create(model="piper", voice="joe", input="Hello.",
+                               response_format="pcm")
+    adapter = make_adapter(Target("openai", URL, stream_field=False))
+    assert sent == [adapter.request("Hello.", seed=None)[1]]

@@ -3,7 +3,9 @@
 Two engines, measured by the same client (`voxflow.bench.client`):
 - ``openai``: ``POST {url}/v1/audio/speech`` with the OpenAI fields (voxflow, or any server that
   speaks the OpenAI speech API). ``pcm`` takes its rate from ``X-Sample-Rate`` when the server
-  sends it, else from `Target.sample_rate` (OpenAI's own pcm is 24 kHz).
+  sends it, else from `Target.sample_rate` (OpenAI's own pcm is 24 kHz). With
+  `Target.stream_field` off the body has no ``stream`` key at all, exactly what the official
+  ``openai`` client's plain ``audio.speech.create()`` sends, so the server's default is measured.
 - ``piper-http``: piper-tts's own server (``python -m piper.http_server``), ``POST
   {url}/synthesize`` with ``{"text": ...}``; it answers a whole WAV file, never streams and has
   no seed.
@@ -35,6 +37,8 @@ class Target:
     voice: str = "joe"
     fmt: str = "pcm"
     stream: bool = True
+    stream_field: bool = True
+    """Whether the body carries ``stream`` at all (False: the OpenAI client's plain body)."""
     sse: bool = False
     sample_rate: int = OPENAI_PCM_RATE
     extras: dict[str, Any] = field(default_factory=dict)
@@ -97,7 +101,9 @@ class OpenAIAdapter:
     def request(self, text: str, seed: int | None) -> tuple[str, dict[str, Any]]:
         t = self.target
         owned: dict[str, Any] = {"model": t.model, "voice": t.voice, "input": text,
-                                 "response_format": t.fmt, "stream": t.stream}
+                                 "response_format": t.fmt}
+        if t.stream_field:
+            owned["stream"] = t.stream
         if t.sse:
             owned["stream_format"] = "sse"
         if seed is not None:

@@ -119,8 +119,12 @@ def add_request_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--format", dest="fmt", default="pcm", choices=FORMATS,
                    help="response_format (pcm: exact sample timing; compressed formats are "
                    "decoded by re-decoding the bytes so far, which costs client CPU)")
-    g.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
-                   help="ask for streamed audio (default: on; piper-http never streams)")
+    stream = g.add_mutually_exclusive_group()
+    stream.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
+                        help="ask for streamed audio (default: on; piper-http never streams)")
+    stream.add_argument("--no-stream-field", dest="stream_field", action="store_false",
+                        help="send no stream field at all, exactly the body of the official "
+                        "openai client's plain create(): measures the server's default")
     g.add_argument("--sse", action="store_true", help="stream_format sse (implies streaming)")
     g.add_argument("--sample-rate", type=positive_int, default=OPENAI_PCM_RATE,
                    help="Hz of pcm when the server sends no X-Sample-Rate "
@@ -178,9 +182,11 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
 
 # ---- typed values from parsed options -----------------------------------------------------------
 def target_from(args: argparse.Namespace, engine: str, url: str) -> Target:
+    """The server under test at `url` and the request options parsed by `add_request_options`."""
     return Target(
         engine=engine, url=url.rstrip("/"), model=args.model, voice=args.voice, fmt=args.fmt,
-        stream=args.stream or args.sse, sse=args.sse, sample_rate=args.sample_rate,
+        stream=args.stream or args.sse, stream_field=args.stream_field, sse=args.sse,
+        sample_rate=args.sample_rate,
         extras=dict(args.extra),
     )
 

@@ -79,7 +79,9 @@ def to_engine_request(body: SpeechBody, max_input_chars: int) -> SpeechRequest:
         InvalidRequestError: empty or over-long input (param "input").
     """
     if not body.input.strip():
-        raise InvalidRequestError("input must not be empty or only whitespace.", param="input")
+        raise InvalidRequestError(
+            "input must not be empty or only whitespace.", param="input", code="empty_input"
+        )
     if len(body.input) > max_input_chars:
         raise InvalidRequestError(
             f"input is {len(body.input)} characters; the limit is {max_input_chars}.",
