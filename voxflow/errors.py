@@ -7,18 +7,56 @@ Every error a client can cause is a `VoxflowError` subclass carrying the OpenAI 
 
 from __future__ import annotations
 
+ECHO_LIMIT = 64
+"""Characters of a client's value an error message quotes back (`echo`)."""
+
+MESSAGE_LIMIT = 1000
+"""Characters of an error message sent at most; the rest is cut (a backstop to `echo`)."""
+
+
+def clip(text: str, limit: int = ECHO_LIMIT) -> str:
+    """`text` cut to `limit` characters: ``abc`` or ``abcd…`` + `` (100,000 characters)``."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def echo(value: object, limit: int = ECHO_LIMIT) -> str:
+    """A client's value quoted for an error message, cut to `limit` characters.
+
+    Every message that names what the client sent goes through here, so a 100,000-character
+    voice name costs 100 bytes in its 400, not 100 kB: ``'joe'``, or
+    ``'xxxx…' (100,000 characters)``. Non-strings are shown as JSON would write them.
+    """
+    if isinstance(value, str):
+        text = value
+    elif value is None or isinstance(value, bool):
+        text = {None: "null", True: "true", False: "false"}[value]
+    else:
+        text = repr(value)
+    if len(text) <= limit:
+        return f"'{text}'"
+    return f"'{text[:limit]}…' ({len(text):,} characters)"
+
 
 class VoxflowError(Exception):
-    """Base class: an error with an HTTP status and the OpenAI error fields."""
+    """Base class: an error with an HTTP status and the OpenAI error fields.
+
+    `code` is never null: a subclass's `default_code` stands in when none is given (the codes
+    are listed in docs/api.md, "Errors"). A message longer than `MESSAGE_LIMIT` is cut.
+    """
 
     status: int = 500
     type: str = "server_error"
+    default_code: str = "server_error"
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        if len(message) > MESSAGE_LIMIT:
+            message = message[:MESSAGE_LIMIT] + "…"
         super().__init__(message)
         self.message = message
-        self.param = param
-        self.code = code
+        self.param = clip(param) if param is not None else None
+        self.code = code or self.default_code
 
     def to_dict(self) -> dict:
         """The OpenAI error shape: ``{"error": {"message", "type", "param", "code"}}``."""
@@ -37,6 +75,7 @@ class InvalidRequestError(VoxflowError):
 
     status = 400
     type = "invalid_request_error"
+    default_code = "invalid_request"
 
 
 class ModelNotFoundError(InvalidRequestError):
@@ -46,7 +85,7 @@ class ModelNotFoundError(InvalidRequestError):
 
     def __init__(self, model: str, served: list[str]):
         super().__init__(
-            f"The model '{model}' does not exist. Served models: {', '.join(served)}.",
+            f"The model {echo(model)} does not exist. Served models: {', '.join(served)}.",
             param="model",
             code="model_not_found",
         )
@@ -81,6 +120,7 @@ class EngineNotReadyError(VoxflowError):
 
     status = 503
     type = "server_error"
+    default_code = "model_not_ready"
 
 
 class SynthesisError(VoxflowError):
@@ -88,3 +128,4 @@ class SynthesisError(VoxflowError):
 
     status = 500
     type = "server_error"
+    default_code = "synthesis_failed"

@@ -91,9 +91,9 @@ def test_body_that_is_not_an_object(joe_server, content):
 
 
 def test_unknown_route_and_method(joe_server):
-    assert_error(httpx.get(f"{joe_server.url}/v1/nothing"), 404, None, "Not Found")
+    assert_error(httpx.get(f"{joe_server.url}/v1/nothing"), 404, None, "No route GET /v1/nothing")
     r = httpx.get(f"{joe_server.url}/v1/audio/speech")
-    assert_error(r, 405, None, "Method Not Allowed")
+    assert_error(r, 405, None, "Method GET is not allowed")
     assert r.headers["allow"] == "POST"
 
 

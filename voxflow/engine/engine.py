@@ -27,6 +27,7 @@ from voxflow.errors import (
     InvalidRequestError,
     ModelNotFoundError,
     OverloadedError,
+    echo,
 )
 from voxflow.models.base import ModelFamily, WorkItem, match_language
 from voxflow.models.registry import family_class
@@ -197,7 +198,7 @@ class Engine:
         family = self.family(request.model)
         if request.voice not in family.voices:
             raise InvalidRequestError(
-                f"Voice '{request.voice}' is not a voice of model '{request.model}'. "
+                f"Voice {echo(request.voice)} is not a voice of model '{request.model}'. "
                 f"Available voices: {', '.join(sorted(family.voices))}.",
                 param="voice",
                 code="voice_not_found",
@@ -207,7 +208,7 @@ class Engine:
             if match_language(request.language, spoken) is None:
                 raise InvalidRequestError(
                     f"Voice '{request.voice}' of model '{request.model}' does not speak "
-                    f"language '{request.language}'; it speaks: {', '.join(spoken)}.",
+                    f"language {echo(request.language)}; it speaks: {', '.join(spoken)}.",
                     param="language",
                     code="unsupported_language",
                 )
@@ -215,12 +216,16 @@ class Engine:
             raise InvalidRequestError(
                 f"speed must be between {SPEED_MIN} and {SPEED_MAX}, got {request.speed}.",
                 param="speed",
+                code="speed_out_of_range",
             )
         if not request.text.strip():
-            raise InvalidRequestError("input must not be empty or only whitespace.", param="input")
+            raise InvalidRequestError(
+                "input must not be empty or only whitespace.", param="input", code="empty_input"
+            )
         if request.seed is not None and not 0 <= request.seed < 2**63:
             raise InvalidRequestError(
-                f"seed must be an integer from 0 to 2**63-1, got {request.seed}.", param="seed"
+                f"seed must be an integer from 0 to 2**63-1, got {request.seed}.", param="seed",
+                code="invalid_value",
             )
         document = parse_input(request.text, say_as_language=None)  # say-as as written
         _check_run_speeds(document, request.speed)

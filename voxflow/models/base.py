@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from voxflow.errors import InvalidRequestError
+from voxflow.errors import InvalidRequestError, echo
 from voxflow.text.document import SpeechDocument, TextRun
 from voxflow.text.language import choose_language
 
@@ -239,7 +239,7 @@ class ModelFamily(ABC):
         if language is None:
             raise InvalidRequestError(
                 f"Voice '{voice_id}' of model '{self.name}' does not speak language "
-                f"'{requested}'; it speaks: {', '.join(spoken)}.",
+                f"{echo(requested)}; it speaks: {', '.join(spoken)}.",
                 param="language",
                 code="unsupported_language",
             )

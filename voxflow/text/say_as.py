@@ -42,6 +42,8 @@ from decimal import Decimal, InvalidOperation
 
 from num2words import num2words
 
+from voxflow.errors import clip, echo
+
 __all__ = [
     "DATE_FORMATS",
     "INTERPRETATIONS",
@@ -79,7 +81,7 @@ def _cardinal_words(value: int | Decimal) -> str:
     try:
         return num2words(value).replace(",", "")
     except (ArithmeticError, NotImplementedError, ValueError) as exc:
-        raise SayAsError(f"the number {value} is too large to read") from exc
+        raise SayAsError(f"the number {clip(str(value))} is too large to read") from exc
 
 
 def _characters(content: str) -> str:
@@ -96,7 +98,7 @@ def _characters(content: str) -> str:
         elif ch in _SYMBOL_WORDS:
             words.append(_SYMBOL_WORDS[ch])
     if not words:
-        raise SayAsError(f"'{content}' has no letters or digits to spell out")
+        raise SayAsError(f"{echo(content)} has no letters or digits to spell out")
     return " ".join(words)
 
 
@@ -109,13 +111,13 @@ def cardinal_value(content: str) -> int | Decimal:
     m = _CARDINAL_RE.fullmatch(content)
     if not m:
         raise SayAsError(
-            f"'{content}' is not a number (digits with an optional sign, thousands commas "
+            f"{echo(content)} is not a number (digits with an optional sign, thousands commas "
             "and decimals, like -1,234.5)"
         )
     try:
         value = Decimal(m.group(2).replace(",", ""))
     except InvalidOperation as exc:  # pragma: no cover - the pattern admits only decimals
-        raise SayAsError(f"'{content}' is not a number") from exc
+        raise SayAsError(f"{echo(content)} is not a number") from exc
     if m.group(1) == "-" and value != 0:
         value = -value
     return value if "." in m.group(2) else int(value)
@@ -133,7 +135,7 @@ def ordinal_value(content: str) -> int:
     """
     m = _ORDINAL_RE.fullmatch(content)
     if not m:
-        raise SayAsError(f"'{content}' is not an ordinal (a whole number like 3 or 3rd)")
+        raise SayAsError(f"{echo(content)} is not an ordinal (a whole number like 3 or 3rd)")
     return int(m.group(1).replace(",", ""))
 
 
@@ -142,7 +144,7 @@ def _ordinal(content: str) -> str:
     try:
         return num2words(value, to="ordinal").replace(",", "")
     except (ArithmeticError, NotImplementedError, ValueError) as exc:
-        raise SayAsError(f"the ordinal {content} is too large to read") from exc
+        raise SayAsError(f"the ordinal {clip(content)} is too large to read") from exc
 
 
 def digit_string(content: str) -> str:
@@ -153,7 +155,7 @@ def digit_string(content: str) -> str:
     """
     chars = "".join(content.split())
     if not chars or not (chars.isascii() and chars.isdigit()):
-        raise SayAsError(f"'{content}' is not a string of digits 0-9")
+        raise SayAsError(f"{echo(content)} is not a string of digits 0-9")
     return chars
 
 
@@ -169,7 +171,7 @@ def telephone_groups(content: str) -> list[str]:
     """
     if not _TELEPHONE_RE.fullmatch(content) or not any(c.isdigit() for c in content):
         raise SayAsError(
-            f"'{content}' is not a telephone number (digits grouped by spaces, dashes, dots, "
+            f"{echo(content)} is not a telephone number (digits grouped by spaces, dashes, dots, "
             "slashes or parentheses, with an optional leading +)"
         )
     return re.findall(r"\d+", content)
@@ -208,22 +210,22 @@ def date_fields(content: str, date_format: str | None) -> dict[str, str]:
     """
     fmt = (date_format or "mdy").lower()
     if fmt not in DATE_FORMATS:
-        raise SayAsError(f"date format '{date_format}' is not one of {', '.join(DATE_FORMATS)}")
+        raise SayAsError(f"date format {echo(date_format)} is not one of {', '.join(DATE_FORMATS)}")
     numbers = re.findall(r"\d+", content)
     if not _DATE_RE.fullmatch(content) or len(numbers) != len(fmt):
         raise SayAsError(
-            f"'{content}' is not a date of format '{fmt}' ({len(fmt)} numbers separated by "
+            f"{echo(content)} is not a date of format '{fmt}' ({len(fmt)} numbers separated by "
             "'/', '-', '.' or a space)"
         )
     fields = dict(zip(fmt, numbers, strict=True))
     month = int(fields.get("m", "1"))
     if not 1 <= month <= 12:
-        raise SayAsError(f"'{content}' has month {month}, not 1 to 12")
+        raise SayAsError(f"{echo(content)} has month {month}, not 1 to 12")
     # Without a four-digit year, February has 29 days (a leap year allows the most).
     year = int(fields["y"]) if len(fields.get("y", "")) == 4 else 2000
     last = calendar.monthrange(year, month)[1] if "m" in fields else 31
     if "d" in fields and not 1 <= int(fields["d"]) <= last:
-        raise SayAsError(f"'{content}' has day {int(fields['d'])}, not 1 to {last}")
+        raise SayAsError(f"{echo(content)} has day {int(fields['d'])}, not 1 to {last}")
     return fields
 
 

@@ -42,6 +42,7 @@ from decimal import Decimal
 
 from num2words import num2words
 
+from voxflow.errors import clip
 from voxflow.text.say_as import (
     SayAsError,
     cardinal_value,
@@ -75,7 +76,7 @@ def _kanji_number(value: int | Decimal) -> str:
     try:
         return num2words(value, lang="ja")
     except (ArithmeticError, NotImplementedError, ValueError) as exc:
-        raise SayAsError(f"the number {value} is too large to read") from exc
+        raise SayAsError(f"the number {clip(str(value))} is too large to read") from exc
 
 
 def _japanese_characters(content: str) -> str:

@@ -49,7 +49,7 @@ from xml.sax.handler import ContentHandler
 import defusedxml.sax
 from defusedxml import DefusedXmlException
 
-from voxflow.errors import InvalidRequestError
+from voxflow.errors import InvalidRequestError, clip, echo
 from voxflow.text.document import MAX_BREAK_S, SpeechDocument
 from voxflow.text.say_as import INTERPRETATIONS, SayAsError, expand_say_as
 from voxflow.text.ssml_runs import RunBuilder
@@ -120,7 +120,7 @@ class _Element:
     text: list[str] | None = field(default=None)
 
     def fail(self, message: str) -> InvalidRequestError:
-        return _error(f"SSML <{self.tag}>", self.line, self.column, message)
+        return _error(f"SSML <{clip(self.tag)}>", self.line, self.column, message)
 
 
 def _break_seconds(el: _Element) -> float:
@@ -128,16 +128,16 @@ def _break_seconds(el: _Element) -> float:
     strength = el.attrs.get("strength", "medium").lower()
     if strength not in BREAK_STRENGTH_S:
         raise el.fail(
-            f"strength '{el.attrs['strength']}' is not one of {', '.join(BREAK_STRENGTH_S)}"
+            f"strength {echo(el.attrs['strength'])} is not one of {', '.join(BREAK_STRENGTH_S)}"
         )
     if "time" not in el.attrs:
         return BREAK_STRENGTH_S[strength]
     m = _TIME_RE.fullmatch(el.attrs["time"])
     if not m:
-        raise el.fail(f"time '{el.attrs['time']}' is not a duration like 500ms or 1.5s")
+        raise el.fail(f"time {echo(el.attrs['time'])} is not a duration like 500ms or 1.5s")
     seconds = float(m.group(1)) / (1000.0 if m.group(2).lower() == "ms" else 1.0)
     if seconds > MAX_BREAK_S:
-        raise el.fail(f"time '{el.attrs['time']}' is longer than {MAX_BREAK_S:g} s")
+        raise el.fail(f"time {echo(el.attrs['time'])} is longer than {MAX_BREAK_S:g} s")
     return seconds
 
 
@@ -149,7 +149,7 @@ def _rate(el: _Element) -> float:
     m = _RATE_RE.fullmatch(value)
     if not m or (m.group(1) and not m.group(3)):
         raise el.fail(
-            f"rate '{el.attrs['rate']}' is not one of {', '.join(RATE_WORDS)}, a percentage "
+            f"rate {echo(el.attrs['rate'])} is not one of {', '.join(RATE_WORDS)}, a percentage "
             "(80%, +20%, -10%) or a multiplier (1.5)"
         )
     number = float(m.group(2))
@@ -159,7 +159,7 @@ def _rate(el: _Element) -> float:
         rate = number
     if not MIN_RATE <= rate <= MAX_RATE:
         raise el.fail(
-            f"rate '{el.attrs['rate']}' is {rate:g} times the speed, outside "
+            f"rate {echo(el.attrs['rate'])} is {rate:g} times the speed, outside "
             f"{MIN_RATE:g} to {MAX_RATE:g}"
         )
     return rate
@@ -221,17 +221,19 @@ class _Handler(ContentHandler):
         allowed = _ATTRIBUTES[el.tag]
         for attr in el.attrs:
             if attr not in allowed and not (el.tag == "speak" and attr.startswith("xmlns:")):
-                raise el.fail(f"unknown attribute '{attr}' (allowed: {', '.join(sorted(allowed))})")
+                raise el.fail(
+                    f"unknown attribute {echo(attr)} (allowed: {', '.join(sorted(allowed))})"
+                )
         required = _REQUIRED.get(el.tag)
         if required and required not in el.attrs:
             raise el.fail(f"missing attribute '{required}'")
         if el.tag == "say-as" and el.attrs["interpret-as"].lower() not in INTERPRETATIONS:
             raise el.fail(
-                f"interpret-as '{el.attrs['interpret-as']}' is not supported (supported: "
+                f"interpret-as {echo(el.attrs['interpret-as'])} is not supported (supported: "
                 f"{', '.join(INTERPRETATIONS)})"
             )
         if el.tag == "phoneme" and el.attrs.get("alphabet", "ipa").lower() != "ipa":
-            raise el.fail(f"alphabet '{el.attrs['alphabet']}' is not supported (only ipa)")
+            raise el.fail(f"alphabet {echo(el.attrs['alphabet'])} is not supported (only ipa)")
 
     def endElement(self, name: str) -> None:  # noqa: N802 (SAX's name)
         el = self.stack.pop()
@@ -251,7 +253,7 @@ class _Handler(ContentHandler):
                     self.say_as_language,
                 )
             except SayAsError as exc:
-                raise el.fail(f'interpret-as="{el.attrs["interpret-as"]}": {exc}') from exc
+                raise el.fail(f'interpret-as="{clip(el.attrs["interpret-as"])}": {exc}') from exc
             self.runs.add_text(words, el.rate)
         elif name == "sub":
             self.runs.add_text(el.attrs["alias"], el.rate)
