@@ -44,6 +44,12 @@ class ServerSettings(_Strict):
         10.0, ge=0,
         description="On shutdown, seconds open responses get to finish before they are cut.",
     )
+    stream_by_default: bool = Field(
+        True,
+        description="A speech request without a `stream` field streams its audio (chunked, as "
+        "it is produced), as OpenAI's endpoint does; `false`: it gets the whole file. A "
+        "request's own `stream` always wins.",
+    )
 
 
 class EngineSettings(_Strict):

@@ -49,7 +49,7 @@ def test_whole_file_request_whose_client_leaves_is_cancelled(joe_server):
     before = joe_server.metric("voxflow_cancellations_total", client)
     before_run = acoustic(joe_server, "voxflow_stage_items_total")
     body = {"model": "piper", "voice": "joe", "input": script, "response_format": "pcm",
-            "speed": 0.5}
+            "speed": 0.5, "stream": False}
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{joe_server.url}/v1/audio/speech", json=body, timeout=0.5)
     deadline = time.monotonic() + 30

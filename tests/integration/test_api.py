@@ -17,7 +17,8 @@ TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day."
 
 
 def post(url: str, **body) -> httpx.Response:
-    payload = {"model": "piper", "voice": "joe", "input": TEXT, **body}
+    """A whole-file request (``stream: false`` unless `body` says otherwise)."""
+    payload = {"model": "piper", "voice": "joe", "input": TEXT, "stream": False, **body}
     return httpx.post(f"{url}/v1/audio/speech", json=payload, timeout=120)
 
 
@@ -121,7 +122,8 @@ def test_openai_client_whole_and_streamed(joe_server):
 
     client = OpenAI(base_url=f"{joe_server.url}/v1", api_key="unused")
     whole = client.audio.speech.create(
-        model="piper", voice="joe", input=TEXT, response_format="pcm", extra_body={"seed": 8}
+        model="piper", voice="joe", input=TEXT, response_format="pcm",
+        extra_body={"seed": 8, "stream": False},
     )
     with client.audio.speech.with_streaming_response.create(
         model="piper", voice="joe", input=TEXT, response_format="pcm",
@@ -130,3 +132,120 @@ def test_openai_client_whole_and_streamed(joe_server):
         streamed = b"".join(response.iter_bytes())
     assert whole.content == streamed
     assert len(streamed) > 2 * 22050
+
+
+# ---- Issue 8, item 1: streaming is the default -------------------------------------------------
+
+LONG_TEXT = " ".join([TEXT] * 8)  # 16 sentences: synthesis lasts well past the first chunk
+
+
+def post_default(url: str, **body) -> httpx.Response:
+    """A request without a `stream` field, read to the end."""
+    payload = {"model": "piper", "voice": "joe", "input": TEXT, **body}
+    return httpx.post(f"{url}/v1/audio/speech", json=payload, timeout=120)
+
+
+def mp3_audio_offset(data: bytes) -> int:
+    """Byte offset of the first audio frame (after the ID3 tag and the Xing/LAME frame)."""
+    with av.open(io.BytesIO(data)) as container:
+        return next(p for p in container.demux(container.streams.audio[0]) if p.size).pos
+
+
+def assert_same_audio_bytes(fmt: str, whole: bytes, streamed: bytes) -> None:
+    """`streamed` equals `whole` byte for byte, except the header fields that only the end of
+    the audio can fill (docs/api.md, "Streaming"): a WAV's RIFF and data sizes, FLAC's
+    STREAMINFO frame sizes, sample count and MD5, the counts and TOC of mp3's Xing/LAME frame."""
+    assert len(streamed) == len(whole)
+    if fmt in ("pcm", "opus", "aac"):
+        assert streamed == whole
+    elif fmt == "wav":
+        assert streamed[4:8] == streamed[40:44] == b"\xff\xff\xff\xff"
+        assert whole[4:8] == (len(whole) - 8).to_bytes(4, "little")
+        assert whole[40:44] == (len(whole) - 44).to_bytes(4, "little")
+        assert streamed[:4] + streamed[8:40] + streamed[44:] == whole[:4] + whole[8:40] + whole[44:]
+    elif fmt == "flac":
+        # fLaC, the STREAMINFO block header, min/max block size: bytes 0-11; STREAMINFO ends at 42.
+        assert streamed[:12] == whole[:12] and streamed[42:] == whole[42:]
+        assert streamed[26:42] == bytes(16) and whole[26:42] != bytes(16)  # MD5 unknown / set
+    else:
+        offset = mp3_audio_offset(whole)
+        assert mp3_audio_offset(streamed) == offset and 0 < offset < 600
+        assert streamed[offset:] == whole[offset:]
+
+
+def test_item1_no_stream_field_streams_chunked_and_stream_false_is_whole(joe_server):
+    streamed = post_default(joe_server.url, response_format="wav", seed=21)
+    assert streamed.status_code == 200
+    assert streamed.headers["transfer-encoding"] == "chunked"
+    assert "content-length" not in streamed.headers
+    assert streamed.content[4:8] == b"\xff\xff\xff\xff"  # a streamed WAV: length unknown
+    whole = post(joe_server.url, response_format="wav", seed=21)
+    assert "transfer-encoding" not in whole.headers
+    assert int(whole.headers["content-length"]) == len(whole.content)
+
+
+@pytest.mark.parametrize("fmt", ["pcm", "wav", "flac", "mp3", "opus", "aac"])
+def test_item1_seeded_bytes_are_the_same_streamed_or_not(joe_server, fmt):
+    whole = post(joe_server.url, response_format=fmt, seed=17)
+    streamed = post_default(joe_server.url, response_format=fmt, seed=17)
+    assert whole.status_code == streamed.status_code == 200
+    assert streamed.headers["transfer-encoding"] == "chunked"
+    assert_same_audio_bytes(fmt, whole.content, streamed.content)
+
+
+def test_item1_errors_before_audio_stay_4xx_when_streaming_by_default(joe_server):
+    r = post_default(joe_server.url, voice="nobody")
+    assert r.status_code == 400 and r.json()["error"]["param"] == "voice"
+    r = post_default(joe_server.url, input="🙂 🙂")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "no_speakable_text"
+
+
+@pytest.fixture
+def buffered_by_default(joe_server):
+    """`joe_server` with ``server.stream_by_default: false`` for one test (the handler reads
+    the app's settings per request), restored afterwards."""
+    app = joe_server.app
+    settings = app.state.settings
+    server = settings.server.model_copy(update={"stream_by_default": False})
+    app.state.settings = settings.model_copy(update={"server": server})
+    yield joe_server
+    app.state.settings = settings
+
+
+def test_item1_server_setting_makes_whole_files_the_default(buffered_by_default):
+    url = buffered_by_default.url
+    r = post_default(url, response_format="pcm", seed=4)
+    assert r.status_code == 200 and int(r.headers["content-length"]) == len(r.content)
+    s = post_default(url, response_format="pcm", seed=4, stream=True)
+    assert s.headers["transfer-encoding"] == "chunked" and s.content == r.content
+
+
+def test_item1_openai_client_plain_create_gets_the_streamed_mp3(joe_server):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{joe_server.url}/v1", api_key="unused")
+    plain = client.audio.speech.create(  # exactly what apps send: no stream field, mp3
+        model="piper", voice="joe", input=TEXT, extra_body={"seed": 31}
+    )
+    assert plain.response.headers["transfer-encoding"] == "chunked"
+    assert plain.response.headers["content-type"] == "audio/mpeg"
+    whole = post(joe_server.url, response_format="mp3", seed=31)
+    assert_same_audio_bytes("mp3", whole.content, plain.content)
+
+
+def test_item1_openai_client_streaming_response_gets_audio_before_synthesis_ends(joe_server):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{joe_server.url}/v1", api_key="unused")
+    with client.audio.speech.with_streaming_response.create(
+        model="piper", voice="joe", input=LONG_TEXT, response_format="pcm",
+        extra_body={"seed": 32},
+    ) as response:
+        assert response.headers["transfer-encoding"] == "chunked"
+        pieces = response.iter_bytes()
+        first = next(pieces)
+        # The first audio is here while the server is still synthesizing the rest.
+        assert joe_server.engine.health()["inflight_requests"] == 1
+        streamed = first + b"".join(pieces)
+    whole = post(joe_server.url, input=LONG_TEXT, response_format="pcm", seed=32)
+    assert streamed == whole.content and len(streamed) > 20 * 2 * 22050

@@ -38,7 +38,8 @@ class SpeechBody(BaseModel):
     stream_format: Literal["audio", "sse"] = "audio"
     instructions: StrictStr | None = None
     seed: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
-    stream: StrictBool = False
+    # None: the server's `server.stream_by_default` decides (true unless configured otherwise).
+    stream: StrictBool | None = None
     language: Annotated[StrictStr, Field(min_length=1, max_length=35)] | None = None
 
     @field_validator("voice", mode="before")
@@ -62,7 +63,9 @@ class SpeechBody(BaseModel):
     def voice_id(self) -> str:
         return self.voice if isinstance(self.voice, str) else self.voice.id
 
-    @property
-    def streaming(self) -> bool:
-        """`stream: true`, or SSE, which always streams."""
-        return self.stream or self.stream_format == "sse"
+    def streams(self, default: bool) -> bool:
+        """Whether the audio is streamed: SSE always; else `stream`, or `default` (the server's
+        `server.stream_by_default`) when the request has no `stream` field."""
+        if self.stream_format == "sse":
+            return True
+        return default if self.stream is None else self.stream

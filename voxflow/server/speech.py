@@ -1,7 +1,9 @@
 """`POST /v1/audio/speech`: validate, submit to the engine, answer whole or streamed.
 
 Every error that can be known before audio exists is answered as a proper 4xx/5xx: the handler
-waits for the first chunk before sending headers. A streamed response then carries audio as each
+waits for the first chunk before sending headers. A request streams unless it says
+``"stream": false`` (or the server's `server.stream_by_default` is off and it does not say
+``"stream": true``); SSE always streams. A streamed response then carries audio as each
 segment is synthesized: raw bytes of the format (a streamed WAV has a header for unknown length)
 or, with ``stream_format: "sse"``, `speech.audio.delta` events with base64 audio and a final
 `speech.audio.done`. A client that goes away cancels its request in the engine at once.
@@ -196,7 +198,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     try:
         first = await _first_chunk(stream)
         fmt = body.response_format
-        if not body.streaming:
+        if not body.streams(settings.server.stream_by_default):
             return await _whole(stream, first, fmt)
     except StopAsyncIteration:
         return Response(status_code=CLIENT_CLOSED)
