@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
+import time
 
 import av
 import httpx
@@ -249,3 +251,74 @@ def test_item1_openai_client_streaming_response_gets_audio_before_synthesis_ends
         streamed = first + b"".join(pieces)
     whole = post(joe_server.url, input=LONG_TEXT, response_format="pcm", seed=32)
     assert streamed == whole.content and len(streamed) > 20 * 2 * 22050
+
+
+# ---- Issue 8, item 5: request ids and the access line -----------------------------------------
+
+def access_lines(caplog, request_id: str, timeout_s: float = 10.0) -> list:
+    """The ``voxflow.access`` records of `request_id` (written when the response is over, which
+    the client may see a moment before the server logs it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [r for r in caplog.records
+                 if r.name == "voxflow.access" and r.request_id == request_id]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.02)
+
+
+def test_item5_every_response_carries_x_request_id(joe_server):
+    url = joe_server.url
+    responses = [
+        httpx.get(f"{url}/health"),
+        httpx.get(f"{url}/v1/models"),
+        httpx.get(f"{url}/nowhere"),
+        httpx.get(f"{url}/v1/audio/speech"),
+        httpx.post(f"{url}/v1/audio/speech", json={"model": "piper", "voice": "joe"}),
+        post(url, model="tts-9"),
+        post(url, input="Hi.", response_format="pcm"),
+        post_default(url, input="Hi.", response_format="pcm"),
+    ]
+    assert [r.status_code for r in responses] == [200, 200, 404, 405, 400, 404, 200, 200]
+    ids = [r.headers["x-request-id"] for r in responses]
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids), ids
+    assert len(set(ids)) == len(ids)
+
+
+def test_item5_client_id_is_the_engine_request_id_and_logged(joe_server, caplog, monkeypatch):
+    caplog.set_level(logging.INFO, logger="voxflow.access")
+    submitted = []
+    submit = joe_server.engine.submit
+
+    def spy(request, **kwargs):
+        submitted.append(request.request_id)
+        return submit(request, **kwargs)
+
+    monkeypatch.setattr(joe_server.engine, "submit", spy)
+    headers = {"X-Request-Id": "client-trace-42"}
+    payload = {"model": "piper", "voice": "joe", "input": TEXT, "response_format": "pcm",
+               "seed": 6}
+    r = httpx.post(f"{joe_server.url}/v1/audio/speech", json=payload, headers=headers,
+                   timeout=120)
+    assert r.status_code == 200 and r.headers["x-request-id"] == "client-trace-42"
+    assert submitted == ["client-trace-42"]
+    (line,) = access_lines(caplog, "client-trace-42")
+    audio_s = len(r.content) / 2 / 22050
+    assert (line.status, line.model, line.voice, line.chars) == (200, "piper", "joe", len(TEXT))
+    assert line.audio_s == pytest.approx(audio_s, abs=1e-3)
+    assert 0 < line.ttfa_s <= line.total_s and line.stream is True and line.complete is True
+    message = line.getMessage()
+    assert message.startswith(f"request_id=client-trace-42 status=200 model=piper voice=joe "
+                              f"chars={len(TEXT)} audio_s={line.audio_s} ttfa_s=")
+    # A refused request is logged with its status; a bad client id is replaced.
+    bad = httpx.post(f"{joe_server.url}/v1/audio/speech", headers={"X-Request-Id": "x" * 300},
+                     json={"model": "piper", "voice": "nobody", "input": "Hi."})
+    assert bad.status_code == 400 and len(bad.headers["x-request-id"]) == 32
+    (refused,) = access_lines(caplog, bad.headers["x-request-id"])
+    assert (refused.status, refused.model, refused.voice, refused.chars) == (400, "piper",
+                                                                             "nobody", 3)
+    assert refused.ttfa_s is None and refused.audio_s is None
+    assert " ttfa_s=- " in refused.getMessage()
+    invalid = httpx.post(f"{joe_server.url}/v1/audio/speech", json={"model": "piper"})
+    (unparsed,) = access_lines(caplog, invalid.headers["x-request-id"])
+    assert unparsed.status == 400 and unparsed.model is None

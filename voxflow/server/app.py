@@ -7,6 +7,9 @@ Routes:
   accepts, sample rate); ``?model=``.
 - ``GET /health``: 200 once every model is loaded and warmed up, else 503; per-model status.
 - ``GET /metrics``: Prometheus text format.
+
+Every response carries ``X-Request-Id`` and each speech request leaves one ``voxflow.access``
+log line (`voxflow.server.request_id`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from voxflow.config import Settings
 from voxflow.engine.engine import Engine
 from voxflow.server.errors import install_error_handlers
 from voxflow.server.listings import models_list, voices_list
+from voxflow.server.request_id import RequestIdMiddleware
 from voxflow.server.speech import create_speech
 
 log = logging.getLogger(__name__)
@@ -48,6 +52,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.settings = settings
     install_error_handlers(app)
+    app.add_middleware(RequestIdMiddleware)  # outermost: every response carries X-Request-Id
     app.add_api_route("/v1/audio/speech", create_speech, methods=["POST"])
 
     @app.get("/v1/models")

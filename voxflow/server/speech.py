@@ -30,6 +30,7 @@ from voxflow.engine.engine import Engine
 from voxflow.engine.request import AudioChunk, SpeechRequest
 from voxflow.engine.stream import SpeechStream
 from voxflow.errors import InvalidRequestError, VoxflowError
+from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,11 @@ class CancellingStreamingResponse(StreamingResponse):
                 return
 
 
-def to_engine_request(body: SpeechBody, max_input_chars: int) -> SpeechRequest:
-    """Check what the schema cannot (input length and content) and build the engine request.
+def to_engine_request(
+    body: SpeechBody, max_input_chars: int, request_id: str | None = None
+) -> SpeechRequest:
+    """Check what the schema cannot (input length and content) and build the engine request,
+    whose id is `request_id` (the HTTP request's ``X-Request-Id``) when given, else a new one.
 
     Raises:
         InvalidRequestError: empty or over-long input (param "input").
@@ -90,8 +94,10 @@ def to_engine_request(body: SpeechBody, max_input_chars: int) -> SpeechRequest:
             param="input",
             code="input_too_long",
         )
+    extra = {"request_id": request_id} if request_id else {}
     return SpeechRequest(
-        body.model, body.input, body.voice_id, body.speed, body.seed, language=body.language
+        body.model, body.input, body.voice_id, body.speed, body.seed, language=body.language,
+        **extra,
     )
 
 
@@ -190,15 +196,26 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     """Handle one speech request (see the module docstring)."""
     engine: Engine = request.app.state.engine
     settings = request.app.state.settings
-    speech = to_engine_request(body, settings.server.max_input_chars)
+    access: AccessRecord | None = getattr(request.state, "access", None)
+    streams = body.streams(settings.server.stream_by_default)
+    if access is not None:
+        access.model, access.voice, access.chars = body.model, body.voice_id, len(body.input)
+        access.fmt, access.stream = body.response_format, streams
+    speech = to_engine_request(
+        body, settings.server.max_input_chars, getattr(request.state, "request_id", None)
+    )
     stream = engine.submit(speech)
+    if access is not None:
+        state = stream.state
+        access.model, access.voice = state.request.model, state.request.voice
+        access.audio = lambda: state.audio_samples / state.sample_rate
     # Until a StreamingResponse takes over (it watches the connection itself), a client that
     # leaves cancels the request here, whether it waits for the first chunk or the whole file.
     watcher = asyncio.create_task(_close_on_disconnect(request, stream))
     try:
         first = await _first_chunk(stream)
         fmt = body.response_format
-        if not body.streams(settings.server.stream_by_default):
+        if not streams:
             return await _whole(stream, first, fmt)
     except StopAsyncIteration:
         return Response(status_code=CLIENT_CLOSED)
