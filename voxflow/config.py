@@ -8,6 +8,7 @@ settings type, so a bad config stops start-up with a message naming the field, e
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,6 +16,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from voxflow.models.registry import family_settings_type
+
+# An Origin header's value: scheme://host[:port], nothing after it.
+_ORIGIN = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#\s]+")
 
 
 class ConfigError(ValueError):
@@ -50,6 +54,23 @@ class ServerSettings(_Strict):
         "it is produced), as OpenAI's endpoint does; `false`: it gets the whole file. A "
         "request's own `stream` always wins.",
     )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins (`https://app.example.com`, `http://localhost:5173`, or "
+        "`*` for any) allowed to call the API from a web page: CORS preflights are answered "
+        "and responses carry `Access-Control-Allow-Origin`. Empty (the default): CORS is off.",
+    )
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            if origin != "*" and not _ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"{origin!r} is not an origin: write scheme://host[:port] with no path or "
+                    "trailing slash (what browsers send in Origin), or * for any origin"
+                )
+        return origins
 
 
 class EngineSettings(_Strict):

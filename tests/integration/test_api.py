@@ -322,3 +322,11 @@ def test_item5_client_id_is_the_engine_request_id_and_logged(joe_server, caplog,
     invalid = httpx.post(f"{joe_server.url}/v1/audio/speech", json={"model": "piper"})
     (unparsed,) = access_lines(caplog, invalid.headers["x-request-id"])
     assert unparsed.status == 400 and unparsed.model is None
+
+
+def test_item3_cors_is_off_on_the_default_server(joe_server):
+    preflight = {"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST"}
+    r = httpx.options(f"{joe_server.url}/v1/audio/speech", headers=preflight)
+    assert r.status_code == 405 and "access-control-allow-origin" not in r.headers
+    r = httpx.get(f"{joe_server.url}/v1/models", headers={"Origin": "https://app.example.com"})
+    assert r.status_code == 200 and "access-control-allow-origin" not in r.headers

@@ -9,7 +9,8 @@ Routes:
 - ``GET /metrics``: Prometheus text format.
 
 Every response carries ``X-Request-Id`` and each speech request leaves one ``voxflow.access``
-log line (`voxflow.server.request_id`).
+log line (`voxflow.server.request_id`). With ``server.cors_origins`` set, Starlette's
+CORSMiddleware answers preflights and adds ``Access-Control-Allow-Origin`` for those origins.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -30,6 +32,9 @@ from voxflow.server.request_id import RequestIdMiddleware
 from voxflow.server.speech import create_speech
 
 log = logging.getLogger(__name__)
+
+EXPOSED_HEADERS = ("X-Request-Id", "X-Sample-Rate", "X-Dropped-Letters", "Retry-After")
+"""Response headers a browser page may read when CORS is on (`server.cors_origins`)."""
 
 
 def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
@@ -52,6 +57,15 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.settings = settings
     install_error_handlers(app)
+    if settings.server.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.server.cors_origins),
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["*"],  # the OpenAI SDKs send Authorization and x-stainless-* headers
+            expose_headers=list(EXPOSED_HEADERS),
+            max_age=600,
+        )
     app.add_middleware(RequestIdMiddleware)  # outermost: every response carries X-Request-Id
     app.add_api_route("/v1/audio/speech", create_speech, methods=["POST"])
 
