@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from voxflow.engine.request import RequestState, SpeechRequest
-from voxflow.models.base import ModelFamily, Stage, TextFrontendStage, Voice, WorkItem
+from voxflow.engine.scheduler import Job
+from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
+from voxflow.stages.items import StageBatch, StageItem
+from voxflow.stages.outputs import Audio, Next, Segments
+from voxflow.stages.stage import Stage
 from voxflow.text.document import TextRun
 
 FAKE_FAMILY_ENTRY = ("fakes:FakeFamily", "fakes:FakeSettings")
@@ -61,7 +65,7 @@ def fake_audio(seed: int, segment_index: int, text: str) -> np.ndarray:
 class FakeFrontend(TextFrontendStage):
     """Segments are the "|"-separated parts of each run's text."""
 
-    def run_segments(self, item: WorkItem, run: TextRun, first: bool) -> list:
+    def run_segments(self, item: StageItem, run: TextRun, first: bool) -> list:
         return [p.strip() for p in run.text.split("|") if p.strip()]
 
 
@@ -73,23 +77,22 @@ class FakeAcoustic(Stage):
         super().__init__(s.max_batch_size, s.max_batch_cost, s.acoustic_workers)
         self._family = family
 
-    def batch_key(self, item: WorkItem) -> Hashable:
-        request = item.state.request
-        return (request.voice, request.speed)
+    def batch_key(self, item: StageItem) -> Hashable:
+        return (item.request.voice, item.request.speed)
 
-    def cost(self, item: WorkItem) -> int:
+    def cost(self, item: StageItem) -> int:
         return len(item.payload)
 
-    def run(self, batch: Sequence[WorkItem]) -> list:
+    def run(self, batch: StageBatch) -> list:
         s = self._family.settings
-        time.sleep(max(s.delays.get(item.segment_index, s.item_sleep_s) for item in batch))
+        time.sleep(max(s.delays.get(item.segment, s.item_sleep_s) for item in batch))
         out = []
         for item in batch:
             if s.fail_on is not None and s.fail_on in item.payload:
                 raise RuntimeError(f"cannot say {item.payload!r}")
-            out.append(fake_audio(item.state.seed, item.segment_index, item.payload))
+            out.append(Audio(fake_audio(item.request.seed, item.segment, item.payload)))
         with self._family.lock:
-            self._family.completed.extend((i.state.id, i.segment_index) for i in batch)
+            self._family.completed.extend((i.request.request_id, i.segment) for i in batch)
             self._family.batches.append(len(batch))
         return out
 
@@ -148,19 +151,46 @@ def make_state(
     return RequestState(request, seed if seed is not None else 0, 8000, sink), sink
 
 
+def job(state: RequestState, segment: int, payload, part: int = 0, final: bool = True) -> Job:
+    """The engine's job for `state`'s item at `segment` (and `part`) carrying `payload`."""
+    item = StageItem(state.info, segment, payload, speed=state.request.speed, part=part,
+                     final=final)
+    return Job(state, item)
+
+
+def stage_item(state: RequestState, segment: int, payload) -> StageItem:
+    """The item a stage sees for `state` at `segment` carrying `payload`."""
+    return job(state, segment, payload).item
+
+
+def run_stage(stage: Stage, items: list[StageItem]) -> list:
+    """`stage.run` of `items` as one batch, each output unwrapped: `Segments` -> its payload
+    list, `Audio` -> its samples, `Next` -> its payload, an exception as it is."""
+    unwrapped = []
+    for out in stage.run(StageBatch.of(items, key=stage.batch_key(items[0]))):
+        if isinstance(out, Segments):
+            out = out.payloads
+        elif isinstance(out, Audio):
+            out = out.samples
+        elif isinstance(out, Next):
+            out = out.payload
+        unwrapped.append(out)
+    return unwrapped
+
+
 class KeyedStage(Stage):
     """Batches by voice; cost = len(payload); output = the payloads it ran, as audio lengths."""
 
     name = "keyed"
 
-    def batch_key(self, item: WorkItem) -> Hashable:
-        return item.state.request.voice
+    def batch_key(self, item: StageItem) -> Hashable:
+        return item.request.voice
 
-    def cost(self, item: WorkItem) -> int:
+    def cost(self, item: StageItem) -> int:
         return len(item.payload)
 
-    def run(self, batch: Sequence[WorkItem]) -> list:
-        return [np.full(len(item.payload), 0.1, np.float32) for item in batch]
+    def run(self, batch: StageBatch) -> list:
+        return [Audio(np.full(len(item.payload), 0.1, np.float32)) for item in batch]
 
 
 class PickyStage(Stage):
@@ -174,13 +204,13 @@ class PickyStage(Stage):
         self.calls: list[list] = []
         self.raise_error = raise_error or ValueError("bad input")
 
-    def run(self, batch: Sequence[WorkItem]) -> list:
+    def run(self, batch: StageBatch) -> list:
         self.calls.append([item.payload for item in batch])
         if any(item.payload == "bad" for item in batch):
             raise self.raise_error
         return [
             item.payload
             if isinstance(item.payload, Exception)
-            else np.full(len(item.payload), 0.25, np.float32)
+            else Audio(np.full(len(item.payload), 0.25, np.float32))
             for item in batch
         ]

@@ -13,7 +13,7 @@ from voxflow.config import load_settings
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import RequestState, SpeechRequest
 from voxflow.errors import InvalidRequestError
-from voxflow.models.base import WorkItem
+from voxflow.stages.items import StageItem
 from voxflow.text.document import SpeechDocument, TextRun, parse_input, parse_plain
 
 RATE = 8000  # the fake family's sample rate
@@ -54,10 +54,10 @@ def test_pause_markers_inside_ssml_point_to_break():
     assert err.value.code == "invalid_ssml"
 
 
-def _item(document: SpeechDocument, speed: float = 1.0) -> WorkItem:
+def _item(document: SpeechDocument, speed: float = 1.0) -> StageItem:
     request = SpeechRequest("fake", "x", "alice", speed=speed)
     state = RequestState(request, 0, RATE, lambda chunk, error: None)
-    return WorkItem(state, -1, document)
+    return StageItem(state.info, -1, document, speed=speed)
 
 
 def test_front_end_records_speeds_and_pauses_per_segment():
@@ -70,20 +70,17 @@ def test_front_end_records_speeds_and_pauses_per_segment():
         ),
         lead_silence_s=0.1,
     )
-    item = _item(document, speed=1.5)
-    [segments] = FakeFrontend().run([item])
-    assert segments == ["a", "b", "c", "d", "e"]
-    state = item.state
-    assert [state.segment_speed(i) for i in range(5)] == [1.5, 1.5, 3.0, 0.75, 0.75]
-    assert state._pauses_after == {1: 0.5, 2: 0.25, 4: 1.0}
-    assert state._lead_silence_s == 0.1
+    [plan] = FakeFrontend().run([_item(document, speed=1.5)])
+    assert plan.payloads == ["a", "b", "c", "d", "e"]
+    assert plan.speeds == {2: 3.0, 3: 0.75, 4: 0.75}  # the others run at the request's 1.5
+    assert plan.pauses_after == {1: 0.5, 2: 0.25, 4: 1.0}
+    assert plan.lead_silence_s == 0.1
 
 
 def test_pauses_before_any_speech_add_to_the_lead_silence():
     document = SpeechDocument((TextRun("", break_after_s=0.5), TextRun("a")), lead_silence_s=0.25)
-    item = _item(document)
-    FakeFrontend().run([item])
-    assert item.state._lead_silence_s == 0.75 and item.state._pauses_after == {}
+    [plan] = FakeFrontend().run([_item(document)])
+    assert plan.lead_silence_s == 0.75 and plan.pauses_after == {}
 
 
 def test_a_document_with_only_pauses_has_nothing_to_speak():

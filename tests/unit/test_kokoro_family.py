@@ -8,13 +8,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from fakes import register_fake_family
+from fakes import register_fake_family, run_stage, stage_item
 
 from voxflow.config import load_settings
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import RequestState, SpeechRequest
 from voxflow.errors import InvalidRequestError
-from voxflow.models.base import WorkItem
 from voxflow.models.kokoro.frontend import TokenSegment
 from voxflow.models.kokoro.model import KokoroFamily
 from voxflow.models.kokoro.settings import KokoroSettings
@@ -33,7 +32,7 @@ def item(text_or_segment, voice="jf_alpha", speed=1.0, seed=None, language=None,
     state = RequestState(request, seed or 0, 24000, lambda chunk, error: None)
     if isinstance(text_or_segment, str):
         text_or_segment = parse_plain(text_or_segment)
-    return WorkItem(state, index, text_or_segment)
+    return stage_item(state, index, text_or_segment)
 
 
 def test_voices_languages_and_stage_limits(family):
@@ -55,13 +54,13 @@ def test_a_default_voice_that_does_not_exist_fails_at_load(tmp_path):
 
 def test_frontend_fans_out_by_the_request_language(family):
     frontend, _ = family.stages()
-    [english] = frontend.run([item("Good morning. How are you?")])
+    [english] = run_stage(frontend, [item("Good morning. How are you?")])
     assert [s.language for s in english] == ["en-us", "en-us"]
-    [japanese] = frontend.run([item("おはようございます。元気ですか？")])
+    [japanese] = run_stage(frontend, [item("おはようございます。元気ですか？")])
     assert [s.language for s in japanese] == ["ja", "ja"]
-    [forced] = frontend.run([item("Good morning.", language="en-GB")])
+    [forced] = run_stage(frontend, [item("Good morning.", language="en-GB")])
     assert forced[0].language == "en-gb"
-    [nothing] = frontend.run([item("🙂 ...")])
+    [nothing] = run_stage(frontend, [item("🙂 ...")])
     assert isinstance(nothing, InvalidRequestError) and nothing.param == "input"
 
 
@@ -88,18 +87,18 @@ def test_latin_words_inside_japanese_are_kept_and_nothing_inside_english():
 def test_frontend_reads_the_language_decided_at_validation(family):
     frontend, _ = family.stages()
     document = replace(parse_plain("東京 and 大阪"), language="ja")
-    [segments] = frontend.run([item(document)])
+    [segments] = run_stage(frontend, [item(document)])
     assert [s.language for s in segments] == ["ja"]
-    [segments] = frontend.run([item(replace(document, language="en-us"))])
+    [segments] = run_stage(frontend, [item(replace(document, language="en-us"))])
     assert [s.language for s in segments] == ["en-us"]
 
 
 def test_acoustic_output_is_deterministic_whatever_the_seed(family):
     frontend, acoustic = family.stages()
-    [[segment]] = frontend.run([item("Hello there.")])
+    [[segment]] = run_stage(frontend, [item("Hello there.")])
     assert isinstance(segment, TokenSegment)
-    a = acoustic.run([item(segment, seed=1, index=0)])[0]
-    b = acoustic.run([item(segment, seed=2, index=0)])[0]
+    a = run_stage(acoustic, [item(segment, seed=1, index=0)])[0]
+    b = run_stage(acoustic, [item(segment, seed=2, index=0)])[0]
     assert a.dtype == np.float32 and a.ndim == 1
     assert np.array_equal(a, b)  # no random ops in the graph: the seed changes nothing
     assert 0.4 < a.size / 24000 < 2.0
@@ -116,9 +115,9 @@ def test_acoustic_output_is_deterministic_whatever_the_seed(family):
 def test_speed_two_is_native_then_stretched_to_half_the_duration(family):
     # 2.0 is past the clean native range (0.6-1.1): rendered at 1.1, then stretched by 2 / 1.1.
     frontend, acoustic = family.stages()
-    [[segment]] = frontend.run([item("Good morning to you all.")])
-    normal = acoustic.run([item(segment, index=0)])[0]
-    fast = acoustic.run([item(segment, speed=2.0, index=0)])[0]
+    [[segment]] = run_stage(frontend, [item("Good morning to you all.")])
+    normal = run_stage(acoustic, [item(segment, index=0)])[0]
+    fast = run_stage(acoustic, [item(segment, speed=2.0, index=0)])[0]
     assert 0.45 < fast.size / normal.size < 0.55
 
 

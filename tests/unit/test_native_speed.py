@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fakes import make_state
+from fakes import make_state, run_stage, stage_item
 from pydantic import ValidationError
 
-from voxflow.models.base import WorkItem
 from voxflow.models.kokoro.settings import KokoroSettings
 from voxflow.models.kokoro.synth import trim_silence
 from voxflow.models.piper.frontend import PhonemeSegment
 from voxflow.models.piper.model import PiperAcousticStage, PiperFamily
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import synthesize_batch
+from voxflow.stages.items import StageItem
 
 IDS = np.asarray([1, 0, 20, 0, 31, 0, 7, 0, 12, 0, 2], np.int64)
 
@@ -29,9 +29,9 @@ def family(tiny_voice_dir) -> PiperFamily:
     return PiperFamily("piper", settings)
 
 
-def _item(speed: float, seed: int = 5) -> WorkItem:
+def _item(speed: float, seed: int = 5) -> StageItem:
     state, _ = make_state(voice="tiny", seed=seed, speed=speed)
-    return WorkItem(state, 0, PhonemeSegment("x", IDS))
+    return stage_item(state, 0, PhonemeSegment("x", IDS))
 
 
 @pytest.mark.parametrize("settings_class", [PiperSettings, KokoroSettings])
@@ -56,12 +56,12 @@ def test_speeds_beyond_the_native_range_batch_together_at_its_end(family):
 
 def test_each_row_of_a_batch_at_native_two_is_stretched_by_its_own_rest(family):
     stage = PiperAcousticStage(family)
-    [native] = stage.run([_item(2.0)])
-    fast3, fast4 = stage.run([_item(3.0), _item(4.0)])
+    [native] = run_stage(stage, [_item(2.0)])
+    fast3, fast4 = run_stage(stage, [_item(3.0), _item(4.0)])
     assert fast3.size == round(native.size / 1.5)
     assert fast4.size == round(native.size / 2.0)
-    [slow] = stage.run([_item(0.25)])
-    [half] = stage.run([_item(0.5)])
+    [slow] = run_stage(stage, [_item(0.25)])
+    [half] = run_stage(stage, [_item(0.5)])
     assert slow.size == round(half.size / 0.5)
 
 
@@ -69,7 +69,7 @@ def test_speeds_inside_the_native_range_are_the_graphs_own_length_scale(family):
     stage = PiperAcousticStage(family)
     voice = family.voice_models["tiny"]
     for speed in (0.5, 0.8, 2.0):
-        [audio] = stage.run([_item(speed)])
+        [audio] = run_stage(stage, [_item(speed)])
         [graph] = synthesize_batch(voice.graph, voice.config, [IDS], [(5, 0)], speed, 12.0)
         assert np.array_equal(audio, graph)  # nothing stretched
 

@@ -8,12 +8,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from fakes import make_state
+from fakes import make_state, run_stage, stage_item
 
-from voxflow.models.base import WorkItem
 from voxflow.models.piper.frontend import PhonemeSegment
 from voxflow.models.piper.model import PiperAcousticStage, PiperFamily
 from voxflow.models.piper.settings import PiperSettings
+from voxflow.stages.items import StageItem
 
 
 class RecordingSession:
@@ -45,15 +45,15 @@ def family(tiny_voice_dir):
     return fam
 
 
-def _item(seed: int | None) -> WorkItem:
+def _item(seed: int | None) -> StageItem:
     state, _ = make_state(voice="tiny", seed=seed)
     ids = np.asarray([1, 0, 20, 0, 31, 0, 2], np.int64)
-    return WorkItem(state, 0, PhonemeSegment("x", ids))
+    return stage_item(state, 0, PhonemeSegment("x", ids))
 
 
 def test_a_lone_unseeded_segment_runs_on_the_solo_session(family):
     stage = PiperAcousticStage(family)
-    [audio] = stage.run([_item(seed=None)])
+    [audio] = run_stage(stage, [_item(seed=None)])
     voice = family.voice_models["tiny"]
     assert (voice.solo_graph.session.runs, voice.graph.session.runs) == (1, 0)
     assert audio.size > 0
@@ -61,7 +61,7 @@ def test_a_lone_unseeded_segment_runs_on_the_solo_session(family):
 
 def test_a_seeded_segment_always_runs_on_the_fixed_session(family):
     stage = PiperAcousticStage(family)
-    stage.run([_item(seed=3)])
+    run_stage(stage, [_item(seed=3)])
     voice = family.voice_models["tiny"]
     assert (voice.solo_graph.session.runs, voice.graph.session.runs) == (0, 1)
 
@@ -69,7 +69,7 @@ def test_a_seeded_segment_always_runs_on_the_fixed_session(family):
 def test_a_segment_beside_another_run_uses_the_fixed_session(family):
     stage = PiperAcousticStage(family)
     stage._running = 1  # another worker is mid-run
-    stage.run([_item(seed=None)])
+    run_stage(stage, [_item(seed=None)])
     voice = family.voice_models["tiny"]
     assert (voice.solo_graph.session.runs, voice.graph.session.runs) == (0, 1)
     assert stage._running == 1

@@ -3,13 +3,14 @@ import time
 
 import numpy as np
 import pytest
-from fakes import KeyedStage, PickyStage, make_state
+from fakes import KeyedStage, PickyStage, job, make_state
 
 from voxflow.engine.metrics import EngineMetrics
-from voxflow.engine.scheduler import StageQueue
+from voxflow.engine.scheduler import Job, StageQueue
 from voxflow.engine.worker import run_safely, run_stage_batch
 from voxflow.errors import InvalidRequestError, SynthesisError
-from voxflow.models.base import Stage, WorkItem
+from voxflow.stages.outputs import Segments
+from voxflow.stages.stage import Stage
 
 
 def _queue(stage: Stage, isolate_seeded: bool = True) -> tuple[StageQueue, EngineMetrics]:
@@ -21,8 +22,8 @@ def _sample(metrics: EngineMetrics, name: str, stage: str = "keyed") -> float | 
     return metrics.registry.get_sample_value(name, {"model": "fake", "stage": stage})
 
 
-def _names(batch: list[WorkItem], names: dict) -> list[str]:
-    return [f"{names[id(item.state)]}{item.segment_index}" for item in batch]
+def _names(batch: list[Job], names: dict) -> list[str]:
+    return [f"{names[id(j.state)]}{j.segment}" for j in batch]
 
 
 def _drain_names(queue: StageQueue, names: dict) -> list[list[str]]:
@@ -40,12 +41,12 @@ def test_first_segments_run_before_later_segments_of_earlier_requests():
     b, _ = make_state()
     c, _ = make_state()
     names = {id(a): "a", id(b): "b", id(c): "c"}
-    q.put(WorkItem(a, 2, "x"))
-    q.put(WorkItem(a, 1, "x"))
-    q.put(WorkItem(c, 1, "x"))
-    q.put(WorkItem(b, 0, "x"))
-    q.put(WorkItem(c, 0, "x"))
-    q.put(WorkItem(b, 1, "x"))
+    q.put(job(a, 2, "x"))
+    q.put(job(a, 1, "x"))
+    q.put(job(c, 1, "x"))
+    q.put(job(b, 0, "x"))
+    q.put(job(c, 0, "x"))
+    q.put(job(b, 1, "x"))
     assert _drain_names(q, names) == [["b0"], ["c0"], ["a1"], ["b1"], ["c1"], ["a2"]]
 
 
@@ -65,8 +66,8 @@ def test_stream_about_to_run_dry_goes_before_a_new_request():
     old = _playing(seconds_left=0.2)  # due 0.3 s ago (0.5 s lead)
     new, _ = make_state()
     names = {id(old): "old", id(new): "new"}
-    q.put(WorkItem(new, 0, "x"))
-    q.put(WorkItem(old, 1, "x"))
+    q.put(job(new, 0, "x"))
+    q.put(job(old, 1, "x"))
     assert _drain_names(q, names) == [["old1"], ["new0"]]
 
 
@@ -75,8 +76,8 @@ def test_stream_with_audio_to_spare_lets_a_new_request_go_first():
     old = _playing(seconds_left=3.0)  # due in 2.5 s
     new, _ = make_state()
     names = {id(old): "old", id(new): "new"}
-    q.put(WorkItem(old, 1, "x"))
-    q.put(WorkItem(new, 0, "x"))
+    q.put(job(old, 1, "x"))
+    q.put(job(new, 0, "x"))
     assert _drain_names(q, names) == [["new0"], ["old1"]]
 
 
@@ -85,8 +86,8 @@ def test_whole_request_items_count_as_first():
     a, _ = make_state()
     b, _ = make_state()
     names = {id(a): "a", id(b): "b"}
-    q.put(WorkItem(a, 1, "x"))
-    q.put(WorkItem(b, -1, "text"))
+    q.put(job(a, 1, "x"))
+    q.put(job(b, -1, "text"))
     assert _drain_names(q, names) == [["b-1"], ["a1"]]
 
 
@@ -97,10 +98,10 @@ def test_later_segments_run_by_deadline_then_arrival_of_their_requests():
     first, _ = make_state()
     second, _ = make_state()
     names = {id(first): "first", id(second): "second"}
-    q.put(WorkItem(second, 1, "x"))
-    q.put(WorkItem(first, 3, "x"))
-    q.put(WorkItem(second, 2, "x"))
-    q.put(WorkItem(first, 1, "x"))
+    q.put(job(second, 1, "x"))
+    q.put(job(first, 3, "x"))
+    q.put(job(second, 2, "x"))
+    q.put(job(first, 1, "x"))
     assert _drain_names(q, names) == [["first1"], ["second1"], ["second2"], ["first3"]]
 
 
@@ -111,7 +112,7 @@ def test_only_items_with_the_head_batch_key_join_it():
     c, _ = make_state(voice="alice")
     names = {id(a): "a", id(b): "b", id(c): "c"}
     for s in (a, b, c):
-        q.put(WorkItem(s, 0, "x"))
+        q.put(job(s, 0, "x"))
     assert _drain_names(q, names) == [["a0", "c0"], ["b0"]]
 
 
@@ -120,7 +121,7 @@ def test_max_batch_size_caps_the_batch():
     states = [make_state()[0] for _ in range(5)]
     names = {id(s): str(i) for i, s in enumerate(states)}
     for s in states:
-        q.put(WorkItem(s, 0, "x"))
+        q.put(job(s, 0, "x"))
     assert _drain_names(q, names) == [["00", "10"], ["20", "30"], ["40"]]
 
 
@@ -130,7 +131,7 @@ def test_padded_cost_caps_the_batch_and_skips_only_what_does_not_fit():
     states = [make_state()[0] for _ in range(4)]
     names = {id(s): n for s, n in zip(states, "abcd", strict=True)}
     for s, payload in zip(states, ["x" * 5, "x" * 7, "xx", "xx"], strict=True):
-        q.put(WorkItem(s, 0, payload))
+        q.put(job(s, 0, payload))
     # head 5: +7 -> 2*7=14 > 12 skipped; +2 -> 2*5=10 ok; +2 -> 3*5=15 skipped.
     # then head 7: +2 -> 2*7=14 skipped.
     assert _drain_names(q, names) == [["a0", "c0"], ["b0"], ["d0"]]
@@ -141,7 +142,7 @@ def test_padded_cost_allows_exactly_the_cap():
     states = [make_state()[0] for _ in range(3)]
     names = {id(s): n for s, n in zip(states, "abc", strict=True)}
     for s in states:
-        q.put(WorkItem(s, 0, "xxxx"))
+        q.put(job(s, 0, "xxxx"))
     assert _drain_names(q, names) == [["a0", "b0", "c0"]]
 
 
@@ -150,8 +151,8 @@ def test_head_item_runs_alone_even_when_it_alone_exceeds_the_cost_cap():
     big, _ = make_state()
     small, _ = make_state()
     names = {id(big): "big", id(small): "small"}
-    q.put(WorkItem(big, 0, "x" * 50))
-    q.put(WorkItem(small, 0, "x"))
+    q.put(job(big, 0, "x" * 50))
+    q.put(job(small, 0, "x"))
     assert _drain_names(q, names) == [["big0"], ["small0"]]
 
 
@@ -160,10 +161,10 @@ def test_cancelled_requests_items_are_dropped_and_counted():
     gone, _ = make_state()
     live, _ = make_state()
     names = {id(gone): "gone", id(live): "live"}
-    q.put(WorkItem(gone, 0, "x"))
-    q.put(WorkItem(gone, 1, "x"))
-    q.put(WorkItem(live, 0, "x"))
-    q.put(WorkItem(gone, 2, "x"))
+    q.put(job(gone, 0, "x"))
+    q.put(job(gone, 1, "x"))
+    q.put(job(live, 0, "x"))
+    q.put(job(gone, 2, "x"))
     gone.cancel()
     assert _names(q.next_batch(timeout=0.01), names) == ["live0"]
     assert _sample(metrics, "voxflow_dropped_items_total") == 3
@@ -176,7 +177,7 @@ def test_queue_depth_gauge_reads_zero_after_dropping_a_cancelled_requests_last_i
     q, metrics = _queue(KeyedStage(max_batch_size=8))
     gone, _ = make_state()
     for i in range(3):
-        q.put(WorkItem(gone, i, "x"))
+        q.put(job(gone, i, "x"))
     assert _sample(metrics, "voxflow_queue_depth") == 3
     gone.cancel()
     assert q.next_batch(timeout=0.01) == []
@@ -189,7 +190,7 @@ def test_queue_depth_gauge_follows_puts_and_batches():
     q, metrics = _queue(KeyedStage(max_batch_size=2))
     assert _sample(metrics, "voxflow_queue_depth") is None
     for _ in range(3):
-        q.put(WorkItem(make_state()[0], 0, "x"))
+        q.put(job(make_state()[0], 0, "x"))
     assert _sample(metrics, "voxflow_queue_depth") == 3
     assert len(q.next_batch()) == 2
     assert _sample(metrics, "voxflow_queue_depth") == 1
@@ -205,7 +206,7 @@ def test_seeded_item_runs_alone_with_isolate_seeded():
     plain2, _ = make_state()
     names = {id(seeded_head): "s", id(plain1): "p", id(seeded_mid): "t", id(plain2): "q"}
     for s in (seeded_head, plain1, seeded_mid, plain2):
-        q.put(WorkItem(s, 0, "x"))
+        q.put(job(s, 0, "x"))
     assert _drain_names(q, names) == [["s0"], ["p0", "q0"], ["t0"]]
 
 
@@ -214,7 +215,7 @@ def test_seeded_items_batch_freely_without_isolate_seeded():
     states = [make_state(seed=i)[0] for i in range(3)] + [make_state()[0]]
     names = {id(s): str(i) for i, s in enumerate(states)}
     for s in states:
-        q.put(WorkItem(s, 0, "x"))
+        q.put(job(s, 0, "x"))
     assert _drain_names(q, names) == [["00", "10", "20", "30"]]
 
 
@@ -240,7 +241,7 @@ def test_close_wakes_a_blocked_next_batch():
 
 def test_closed_queue_returns_no_batch_even_with_items():
     q, _ = _queue(KeyedStage())
-    q.put(WorkItem(make_state()[0], 0, "x"))
+    q.put(job(make_state()[0], 0, "x"))
     q.close()
     assert q.next_batch() == []
 
@@ -251,7 +252,7 @@ def test_put_wakes_a_blocked_next_batch():
     t = threading.Thread(target=lambda: result.append(q.next_batch(timeout=5)))
     t.start()
     time.sleep(0.05)
-    q.put(WorkItem(make_state()[0], 0, "x"))
+    q.put(job(make_state()[0], 0, "x"))
     t.join(timeout=2)
     assert not t.is_alive() and len(result[0]) == 1
 
@@ -269,7 +270,7 @@ def test_one_bad_item_fails_only_its_request_and_batch_mates_get_audio():
     stage = PickyStage(max_batch_size=4)
     metrics = EngineMetrics()
     (s1, k1), (s2, k2), (s3, k3) = _one_segment(), _one_segment(), _one_segment()
-    batch = [WorkItem(s1, 0, "abc"), WorkItem(s2, 0, "bad"), WorkItem(s3, 0, "de")]
+    batch = [job(s1, 0, "abc"), job(s2, 0, "bad"), job(s3, 0, "de")]
     run_stage_batch("fake", stage, batch, None, metrics)
     assert stage.calls == [["abc", "bad", "de"], ["abc"], ["bad"], ["de"]]
     assert k1.errors == [] and k3.errors == []
@@ -288,7 +289,7 @@ def test_a_voxflow_error_raised_by_a_stage_reaches_the_request_unchanged():
     stage = PickyStage(raise_error=own, max_batch_size=4)
     (s1, k1), (s2, k2) = _one_segment(), _one_segment()
     run_stage_batch(
-        "fake", stage, [WorkItem(s1, 0, "bad"), WorkItem(s2, 0, "ok")], None, EngineMetrics()
+        "fake", stage, [job(s1, 0, "bad"), job(s2, 0, "ok")], None, EngineMetrics()
     )
     assert k1.errors == [own] and k1.errors[0].param == "input"
     assert k2.errors == [] and k2.chunks[0].samples.size == 2
@@ -297,9 +298,9 @@ def test_a_voxflow_error_raised_by_a_stage_reaches_the_request_unchanged():
 def test_an_exception_output_fails_only_its_item():
     stage = PickyStage(max_batch_size=4)
     (s1, k1), (s2, k2), (s3, k3) = _one_segment(), _one_segment(), _one_segment()
-    batch = [WorkItem(s1, 0, "ab"), WorkItem(s2, 0, KeyError("no phoneme")), WorkItem(s3, 0, "c")]
+    batch = [job(s1, 0, "ab"), job(s2, 0, KeyError("no phoneme")), job(s3, 0, "c")]
     outputs = run_safely(stage, batch)
-    assert stage.calls == [["ab", batch[1].payload, "c"]]  # no retry: the call did not raise
+    assert stage.calls == [["ab", batch[1].item.payload, "c"]]  # no retry: the call did not raise
     assert isinstance(outputs[1], KeyError)
     run_stage_batch("fake", stage, batch, None, EngineMetrics())
     assert len(k1.chunks) == 1 and len(k3.chunks) == 1
@@ -311,7 +312,7 @@ def test_an_exception_output_fails_only_its_item():
 def test_run_safely_single_bad_item_returns_its_exception():
     stage = PickyStage()
     state, _ = make_state()
-    (out,) = run_safely(stage, [WorkItem(state, 0, "bad")])
+    (out,) = run_safely(stage, [job(state, 0, "bad")])
     assert isinstance(out, ValueError)
     assert stage.calls == [["bad"]]
 
@@ -326,7 +327,7 @@ class _WrongCount(Stage):
 def test_stage_returning_the_wrong_number_of_outputs_fails_each_item_clearly():
     (s1, k1), (s2, k2) = _one_segment(), _one_segment()
     run_stage_batch(
-        "fake", _WrongCount(max_batch_size=2), [WorkItem(s1, 0, "a"), WorkItem(s2, 0, "b")],
+        "fake", _WrongCount(max_batch_size=2), [job(s1, 0, "a"), job(s2, 0, "b")],
         None, EngineMetrics(),
     )
     for sink in (k1, k2):
@@ -340,18 +341,18 @@ class _Splitter(Stage):
     fans_out = True
 
     def run(self, batch):
-        return [item.payload.split() for item in batch]
+        return [Segments(item.payload.split()) for item in batch]
 
 
 def test_fan_out_sets_segment_count_and_queues_each_segment_in_order():
     metrics = EngineMetrics()
     downstream = StageQueue("fake", KeyedStage(max_batch_size=8), metrics)
     state, _ = make_state()
-    run_stage_batch("fake", _Splitter(), [WorkItem(state, -1, "aa b ccc")], downstream, metrics)
+    run_stage_batch("fake", _Splitter(), [job(state, -1, "aa b ccc")], downstream, metrics)
     assert state.segments_total == 3
     batch = downstream.next_batch(timeout=0.01)
-    assert [(i.segment_index, i.payload) for i in batch] == [(0, "aa"), (1, "b"), (2, "ccc")]
-    assert all(i.state is state for i in batch)
+    assert [(j.segment, j.item.payload) for j in batch] == [(0, "aa"), (1, "b"), (2, "ccc")]
+    assert all(j.state is state for j in batch)
 
 
 def test_outputs_of_a_cancelled_request_are_not_passed_on():
@@ -359,8 +360,8 @@ def test_outputs_of_a_cancelled_request_are_not_passed_on():
     downstream = StageQueue("fake", KeyedStage(), metrics)
     state, sink = _one_segment()
     state.cancel()
-    run_stage_batch("fake", PickyStage(), [WorkItem(state, 0, "ab")], None, metrics)
-    run_stage_batch("fake", PickyStage(), [WorkItem(state, 0, "ab")], downstream, metrics)
+    run_stage_batch("fake", PickyStage(), [job(state, 0, "ab")], None, metrics)
+    run_stage_batch("fake", PickyStage(), [job(state, 0, "ab")], downstream, metrics)
     assert sink.chunks == [] and sink.errors == []
     assert len(downstream) == 0
 

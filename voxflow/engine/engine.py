@@ -17,9 +17,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from voxflow.config import Settings
+from voxflow.engine.ar_loop import AutoregressiveLoop
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.request import Deadlines, RequestState, SpeechRequest
-from voxflow.engine.scheduler import StageQueue, drain
+from voxflow.engine.scheduler import Job, StageQueue, drain
 from voxflow.engine.stream import SpeechStream
 from voxflow.engine.worker import run_stage_batch
 from voxflow.errors import (
@@ -29,8 +30,11 @@ from voxflow.errors import (
     OverloadedError,
     echo,
 )
-from voxflow.models.base import ModelFamily, WorkItem, match_language
+from voxflow.models.base import ModelFamily, match_language
 from voxflow.models.registry import family_class
+from voxflow.stages.autoregressive import AutoregressiveStage
+from voxflow.stages.items import WHOLE_REQUEST, StageItem
+from voxflow.stages.stage import Stage
 from voxflow.text.document import SpeechDocument, parse_input
 from voxflow.text.scripts import check_document, readable_scripts, spoken_text
 
@@ -113,26 +117,35 @@ class Engine:
 
     def _start_workers(self, model: str, family: ModelFamily) -> list[StageQueue]:
         stages = family.stages()
+        for stage in stages:
+            stage.start()  # capture graphs, allocate state pools: before any request
         isolate = self.settings.engine.isolate_seeded
         queues = [StageQueue(model, stage, self.metrics, isolate) for stage in stages]
         for i, (stage, queue) in enumerate(zip(stages, queues, strict=True)):
             downstream = queues[i + 1] if i + 1 < len(queues) else None
             for w in range(stage.workers):
                 t = threading.Thread(
-                    target=drain,
-                    args=(queue, self._batch_handler(model, stage, downstream)),
+                    target=self._worker(model, stage, queue, downstream),
                     name=f"{model}-{stage.name}-{w}",
                     daemon=True,
                 )
                 t.start()
                 self._threads.append(t)
+        self.metrics.watch_stages(model, stages)
         return queues
 
-    def _batch_handler(self, model, stage, downstream):
-        def handle(batch: list[WorkItem]) -> None:
-            run_stage_batch(model, stage, batch, downstream, self.metrics)
+    def _worker(self, model: str, stage: Stage, queue: StageQueue,
+                downstream: StageQueue | None):
+        """The loop one worker thread of `stage` runs, by the stage's kind."""
+        if isinstance(stage, AutoregressiveStage):
+            if downstream is None:
+                raise ValueError(f"autoregressive stage {stage.name} cannot be the last stage")
+            return AutoregressiveLoop(model, stage, queue, downstream, self.metrics)
 
-        return handle
+        def handle(batch: list[Job]) -> None:
+            run_stage_batch(model, stage, batch, downstream, self.metrics, queue.isolated(batch))
+
+        return lambda: drain(queue, handle)
 
     async def _warmup(self, family: ModelFamily) -> None:
         request = SpeechRequest(family.name, family.warmup_text, family.default_voice, seed=0)
@@ -147,6 +160,9 @@ class Engine:
         for t in self._threads:
             t.join(timeout=10)
         self._threads.clear()
+        for served in self.models.values():
+            for q in served.queues:
+                q.stage.close()  # per-request state of requests cut off by the shutdown
 
     @property
     def ready(self) -> bool:
@@ -156,13 +172,20 @@ class Engine:
         """Readiness and per-model status, for `/health`."""
         return {
             "status": "ready" if self.ready else "not_ready",
-            "models": {
-                name: {"status": m.status, **({"error": m.error} if m.error else {})}
-                for name, m in self.models.items()
-            },
+            "models": {name: self._model_health(m) for name, m in self.models.items()},
             "inflight_requests": self._outstanding - self._waiting,
             "waiting_requests": self._waiting,
         }
+
+    @staticmethod
+    def _model_health(served: ServedModel) -> dict[str, Any]:
+        body: dict[str, Any] = {"status": served.status}
+        if served.error:
+            body["error"] = served.error
+        stages = {q.stage.name: q.stage.health() for q in served.queues if q.stage.health()}
+        if stages:
+            body["stages"] = stages  # e.g. which shapes run as captured graphs, or why not
+        return body
 
     # ---- requests ----------------------------------------------------------------------------
     def family(self, model: str) -> ModelFamily:
@@ -316,10 +339,23 @@ class Engine:
         deadlines = Deadlines(cfg.ttfa_target_s, cfg.continuation_lead_s)
         state = RequestState(request, seed, voice.sample_rate, sink, deadlines)
         state.document = document
+        state.on_end(self._releaser(request.model, state.id))
         self._outstanding += 1
         self._waiting += 1
         self._update_gauges()
         return SpeechStream(self, state, queue, timeout_s or cfg.request_timeout_s, internal)
+
+    def _releaser(self, model: str, request_id: str):
+        """A callback that frees `request_id`'s per-request state in every stage of `model`."""
+
+        def release() -> None:
+            for queue in self.models[model].queues:
+                try:
+                    queue.stage.release(request_id)
+                except Exception:  # noqa: BLE001 (a failing free must not break the others)
+                    log.exception("stage %s failed to release %s", queue.stage.name, request_id)
+
+        return release
 
     async def _admit(self, stream: SpeechStream) -> None:
         """Wait for an in-flight slot, then hand the text to the model's first stage.
@@ -336,7 +372,8 @@ class Engine:
         self._waiting -= 1
         self._update_gauges()
         state = stream.state
-        self.models[state.request.model].queues[0].put(WorkItem(state, -1, state.document))
+        item = StageItem(state.info, WHOLE_REQUEST, state.document, speed=state.request.speed)
+        self.models[state.request.model].queues[0].put(Job(state, item))
 
     def _finished(self, stream: SpeechStream, status: str) -> None:
         """Called once per stream when it ends: frees its slot, records metrics."""
@@ -350,6 +387,7 @@ class Engine:
             self._waiting -= 1
         self._outstanding -= 1
         self._update_gauges()
+        state.end()  # stages free what they hold for it: one path for every outcome
         if not stream.internal:
             self._record(state, status)
 

@@ -8,9 +8,18 @@ prometheus_client's process collector (``process_resident_memory_bytes`` and the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    SummaryMetricFamily,
+)
 
 from voxflow.memory_budget import BudgetCollector
+from voxflow.stages.bucketed import BucketedStage
+from voxflow.stages.stage import Stage
 
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60)
 _RTF_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 5)
@@ -26,6 +35,8 @@ class EngineMetrics:
         # (Linux /proc; nothing on other systems): `voxflow bench soak` reads RSS from here.
         ProcessCollector(registry=r)
         r.register(BudgetCollector())  # voxflow_memory_budget_bytes, voxflow_arena_shrinks_total
+        self.stages = StageCollector()
+        r.register(self.stages)
         self.requests = Counter(
             "voxflow_requests", "Finished speech requests by outcome.", ["model", "status"],
             registry=r,
@@ -70,3 +81,51 @@ class EngineMetrics:
         self.waiting = Gauge(
             "voxflow_waiting_requests", "Requests waiting for an in-flight slot.", registry=r
         )
+
+    def watch_stages(self, model: str, stages: Sequence[Stage]) -> None:
+        """Expose `stages`' own gauges (live states, buckets, graphs) under `model`."""
+        self.stages.models[model] = list(stages)
+
+
+class StageCollector:
+    """Reads the stages' own counters at scrape time.
+
+    - ``voxflow_stage_states{model,stage}``: requests (or segments) a stage holds state for;
+    - ``voxflow_bucket_calls_total{model,stage,rows,bucket}``: bucketed calls per padded shape;
+    - ``voxflow_graph_runs_total{model,stage,mode}``: bucketed calls replayed as a captured
+      graph (``mode="replayed"``) or run eagerly (``"eager"``);
+    - ``voxflow_bucket_padded_fraction{model,stage}``: summary of the padded share per call;
+    - ``voxflow_graph_capture_seconds`` / ``voxflow_graph_capture_bytes{model,stage}``: time and
+      device memory the start-up capture took.
+    """
+
+    def __init__(self) -> None:
+        self.models: dict[str, list[Stage]] = {}
+
+    def collect(self):
+        states = GaugeMetricFamily("voxflow_stage_states", "Requests or segments a stage holds "
+                                   "state for.", labels=["model", "stage"])
+        calls = CounterMetricFamily("voxflow_bucket_calls", "Bucketed stage calls per padded "
+                                    "shape.", labels=["model", "stage", "rows", "bucket"])
+        runs = CounterMetricFamily("voxflow_graph_runs", "Bucketed stage calls by how they ran.",
+                                   labels=["model", "stage", "mode"])
+        padded = SummaryMetricFamily("voxflow_bucket_padded_fraction", "Padded share of a "
+                                     "bucketed call.", labels=["model", "stage"])
+        capture_s = GaugeMetricFamily("voxflow_graph_capture_seconds", "Seconds spent capturing "
+                                      "graphs at start-up.", labels=["model", "stage"])
+        capture_b = GaugeMetricFamily("voxflow_graph_capture_bytes", "Device memory the "
+                                      "captured graphs reserved.", labels=["model", "stage"])
+        for model, stages in list(self.models.items()):
+            for stage in stages:
+                states.add_metric([model, stage.name], stage.live_states())
+                if not isinstance(stage, BucketedStage):
+                    continue
+                hits, replays, eager, padded_sum, n = stage.stats.snapshot()
+                for (rows, bucket), count in sorted(hits.items()):
+                    calls.add_metric([model, stage.name, str(rows), str(bucket)], count)
+                runs.add_metric([model, stage.name, "replayed"], replays)
+                runs.add_metric([model, stage.name, "eager"], eager)
+                padded.add_metric([model, stage.name], count_value=n, sum_value=padded_sum)
+                capture_s.add_metric([model, stage.name], stage.graphs.capture_seconds)
+                capture_b.add_metric([model, stage.name], stage.graphs.capture_bytes)
+        yield from (states, calls, runs, padded, capture_s, capture_b)

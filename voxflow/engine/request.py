@@ -3,8 +3,10 @@
 Lifecycle of a `RequestState`: created by `Engine.submit` -> its text enters the model's first
 stage -> the front end fans it out into N segments -> each segment's audio arrives from the last
 stage (possibly out of order across workers) -> `deliver()` re-orders and emits one `AudioChunk`
-per segment, the last with ``is_last=True``. `cancel()` (client gone, timeout) makes every stage
-queue drop the request's pending items; `fail()` ends it with an error.
+per segment, the last with ``is_last=True``. A segment may arrive in several parts (a
+streaming stage emits audio hop by hop): parts are emitted in (segment, part) order, and the
+part marked final closes its segment. `cancel()` (client gone, timeout) makes every stage queue
+drop the request's pending items; `fail()` ends it with an error.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from voxflow.stages.items import RequestInfo
 
 
 @dataclass(frozen=True)
@@ -113,22 +117,43 @@ class RequestState:
         self._sink = sink
         self._deadlines = deadlines or Deadlines()
         self._lock = threading.Lock()
-        self._pending: dict[int, np.ndarray] = {}
+        # (segment, part) -> (samples, final)
+        self._pending: dict[tuple[int, int], tuple[np.ndarray, bool]] = {}
         self._next_segment = 0
+        self._next_part = 0
         self._next_chunk = 0
         self._cancelled = threading.Event()
         self._finished = False
-        # Per-segment speaking-rate factors that differ from the request's (SSML prosody),
-        # seconds of silence after segments, and before the first (breaks, pauses).
-        self._segment_speeds: dict[int, float] = {}
+        # Seconds of silence after segments, and before the first (breaks, pauses).
         self._pauses_after: dict[int, float] = {}
         self._lead_silence_s = 0.0
         # The parsed input (`voxflow.text.document.SpeechDocument`), set by `Engine.submit`.
         self.document = None
+        self._ended: list[Callable[[], None]] = []
+        self._info: RequestInfo | None = None
 
     @property
     def id(self) -> str:
         return self.request.request_id
+
+    @property
+    def info(self) -> RequestInfo:
+        """The request's facts as stages see them (`voxflow.stages.items.RequestInfo`); built
+        on first use, after `Engine.submit` set `document` (its language)."""
+        if self._info is None:
+            request = self.request
+            language = getattr(self.document, "language", None) or request.language
+            self._info = RequestInfo(
+                request_id=self.id,
+                model=request.model,
+                voice=request.voice,
+                language=language,
+                seed=self.seed,
+                seeded=request.seed is not None,
+                speed=request.speed,
+                arrival=self.arrival,
+            )
+        return self._info
 
     @property
     def cancelled(self) -> bool:
@@ -161,30 +186,22 @@ class RequestState:
             ahead = max(segment_index - self._next_segment, 0)
         return start + ahead * d.segment_estimate_s
 
-    def segment_speed(self, segment_index: int) -> float:
-        """Speaking-rate factor of one segment (the request's `speed` unless the front end set
-        another for it)."""
-        return self._segment_speeds.get(segment_index, self.request.speed)
-
-    def set_segment_plan(
-        self, speeds: dict[int, float], pauses_after: dict[int, float], lead_silence_s: float
-    ) -> None:
-        """Called by the front end before it hands out segments.
+    def set_segment_plan(self, pauses_after: dict[int, float], lead_silence_s: float) -> None:
+        """Called with the front end's plan (`voxflow.stages.outputs.Segments`) before its
+        segments are handed out.
 
         Args:
-            speeds: segment index -> speaking-rate factor, for segments whose factor is not
-                the request's `speed` (SSML ``<prosody rate>``).
             pauses_after: segment index -> seconds of silence emitted after its audio.
             lead_silence_s: seconds of silence emitted before segment 0's audio.
         """
-        self._segment_speeds = dict(speeds)
         self._pauses_after = dict(pauses_after)
         self._lead_silence_s = lead_silence_s
 
-    def _with_pauses(self, segment_index: int, audio: np.ndarray) -> np.ndarray:
-        """`audio` with the planned silence before (segment 0 only) and after it."""
-        before = self._lead_silence_s if segment_index == 0 else 0.0
-        after = self._pauses_after.get(segment_index, 0.0)
+    def _with_pauses(self, segment: int, part: int, final: bool, audio: np.ndarray) -> np.ndarray:
+        """`audio` with the planned silence before (segment 0's first part) and after (a
+        segment's final part)."""
+        before = self._lead_silence_s if segment == 0 and part == 0 else 0.0
+        after = self._pauses_after.get(segment, 0.0) if final else 0.0
         if not before and not after:
             return audio
         head = np.zeros(round(before * self.sample_rate), np.float32)
@@ -201,13 +218,23 @@ class RequestState:
             self.segments_total = n
             self._flush_locked()
 
-    def deliver(self, segment_index: int, audio: np.ndarray) -> None:
-        """Hand in one segment's audio, (N,) float32; emits every chunk now in order."""
+    def deliver(
+        self, segment_index: int, audio: np.ndarray, part: int = 0, final: bool = True
+    ) -> None:
+        """Hand in audio of one segment part, (N,) float32; emits every chunk now in order.
+
+        Args:
+            segment_index: 0-based segment.
+            audio: the part's samples (may be empty).
+            part: 0-based part of the segment (0 for a segment delivered whole).
+            final: True on the segment's last part.
+        """
         with self._lock:
             if self._finished:
                 return
-            self.segments_synthesized += 1
-            self._pending[segment_index] = audio
+            if final:
+                self.segments_synthesized += 1
+            self._pending[(segment_index, part)] = (audio, final)
             self._flush_locked()
 
     def fail(self, error: BaseException) -> None:
@@ -219,12 +246,33 @@ class RequestState:
         self.cancel()
         self._sink(None, error)
 
+    def on_end(self, callback: Callable[[], None]) -> None:
+        """Register `callback` to run once when the request ends (any outcome); see `end`."""
+        self._ended.append(callback)
+
+    def end(self) -> None:
+        """Run the end callbacks once (the engine calls this when the request's stream ends:
+        finished, failed, timed out or cancelled); later calls do nothing."""
+        callbacks, self._ended = self._ended, []
+        for callback in callbacks:
+            callback()
+
     def _flush_locked(self) -> None:
-        while self._next_segment in self._pending and not self._finished:
-            audio = self._with_pauses(self._next_segment, self._pending.pop(self._next_segment))
-            self._next_segment += 1
-            last = self.segments_total is not None and self._next_segment == self.segments_total
-            self._emit_locked(audio, last)
+        while (self._next_segment, self._next_part) in self._pending and not self._finished:
+            segment, part = self._next_segment, self._next_part
+            samples, final = self._pending.pop((segment, part))
+            audio = self._with_pauses(segment, part, final, samples)
+            if final:
+                self._next_segment, self._next_part = segment + 1, 0
+            else:
+                self._next_part += 1
+            last = (
+                final
+                and self.segments_total is not None
+                and self._next_segment == self.segments_total
+            )
+            if audio.size or final:  # an empty held-back part is no chunk
+                self._emit_locked(audio, last)
         if (
             not self._finished
             and self.segments_total is not None

@@ -14,6 +14,9 @@ Policy, applied each time a worker asks for work (`StageQueue.next_batch`):
 4. With `isolate_seeded`, an item of a request with a `seed` runs alone: batch composition can
    change float rounding (padding reaches the row's edges), and a seeded request promises the
    same bytes whatever else is in flight.
+5. A stage with ``in_order`` (streaming state between a request's items) gets a request's
+   items one at a time, in (segment, part) order: an item waits while an earlier one of its
+   request runs (`done` marks the end of a run) or has not arrived yet.
 """
 
 from __future__ import annotations
@@ -21,17 +24,45 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 from voxflow.engine.metrics import EngineMetrics
-from voxflow.models.base import Stage, WorkItem
+from voxflow.engine.request import RequestState
+from voxflow.stages.items import StageBatch, StageItem
+from voxflow.stages.stage import Stage
 
 
-def _priority(item: WorkItem, seq: int, now: float) -> tuple[float, int, int, int]:
-    return (item.state.due(item.segment_index, now), item.state.arrival, item.segment_index, seq)
+@dataclass(frozen=True)
+class Job:
+    """The engine's envelope of one stage item: the item a stage sees, and the request state
+    the engine schedules and delivers by (stages never see `state`)."""
+
+    state: RequestState
+    item: StageItem
+
+    @property
+    def segment(self) -> int:
+        return self.item.segment
+
+    def derive(self, payload: Any, **kwargs: Any) -> Job:
+        """The job carrying the next stage's payload (see `StageItem.derive`)."""
+        return replace(self, item=self.item.derive(payload, **kwargs))
+
+
+def _priority(job: Job, seq: int, now: float) -> tuple[float, int, int, int, int]:
+    item = job.item
+    return (job.state.due(item.segment, now), job.state.arrival, item.segment, item.part, seq)
+
+
+def stage_batch(jobs: list[Job], stage: Stage, isolated: bool = False, **kwargs: Any) -> StageBatch:
+    """The `StageBatch` a stage runs for `jobs` (their items, the head's batch key)."""
+    items = [job.item for job in jobs]
+    return StageBatch.of(items, key=stage.batch_key(items[0]), isolated=isolated, **kwargs)
 
 
 class StageQueue:
-    """A thread-safe priority queue of `WorkItem`s feeding one stage's workers.
+    """A thread-safe priority queue of `Job`s feeding one stage's workers.
 
     Args:
         model: model name (metrics label).
@@ -48,8 +79,12 @@ class StageQueue:
         self._metrics = metrics
         # (arrival seq, item); ordered by deadline at each batch formation, because deadlines
         # move as audio is delivered.
-        self._items: list[tuple[int, WorkItem]] = []
+        self._items: list[tuple[int, Job]] = []
         self._seq = 0
+        # in_order stages: requests with an item running, and each request's next (segment,
+        # part) to run.
+        self._running: set[str] = set()
+        self._expected: dict[str, tuple[tuple[int, int], RequestState]] = {}
         self._cond = threading.Condition()
         self._closed = False
 
@@ -57,7 +92,7 @@ class StageQueue:
         with self._cond:
             return len(self._items)
 
-    def put(self, item: WorkItem) -> None:
+    def put(self, item: Job) -> None:
         """Add an item; wakes one waiting worker."""
         with self._cond:
             self._seq += 1
@@ -71,9 +106,13 @@ class StageQueue:
             self._closed = True
             self._cond.notify_all()
 
-    def next_batch(self, timeout: float | None = None) -> list[WorkItem]:
+    def next_batch(self, timeout: float | None = None, limit: int | None = None) -> list[Job]:
         """Block until work exists, then form one batch by the policy above.
 
+        Args:
+            timeout: seconds to wait for work (None: until there is some or the queue closes;
+                0: do not wait).
+            limit: most items to take (default and cap: the stage's `max_batch_size`).
         Returns:
             The batch (>= 1 item), or [] when closed or after `timeout` seconds with no work.
         """
@@ -82,12 +121,22 @@ class StageQueue:
                 self._drop_cancelled()
                 if self._closed:
                     return []
-                if self._items:
-                    batch = self._form_batch()
+                batch = self._form_batch(limit) if self._items else []
+                if batch:
                     self._update_depth()
                     return batch
                 if not self._cond.wait(timeout) and timeout is not None:
                     return []
+
+    def done(self, batch: list[Job]) -> None:
+        """Mark a batch's run finished (in_order stages: its requests may run their next
+        item); wakes the workers."""
+        if not self.stage.in_order:
+            return
+        with self._cond:
+            for job in batch:
+                self._running.discard(job.state.id)
+            self._cond.notify_all()
 
     def _drop_cancelled(self) -> None:
         live = [entry for entry in self._items if not entry[1].state.cancelled]
@@ -96,44 +145,75 @@ class StageQueue:
             self._items = live
             self._metrics.dropped_items.labels(self.model, self.stage.name).inc(dropped)
             self._update_depth()
+        for request_id in [r for r, (_, st) in self._expected.items() if st.cancelled]:
+            del self._expected[request_id]  # ended: no more of its items will come
 
-    def _form_batch(self) -> list[WorkItem]:
+    def _ready(self, job: Job) -> bool:
+        """in_order stages: `job` is its request's next item and none of it runs now."""
+        if not self.stage.in_order:
+            return True
+        request_id = job.state.id
+        expected = self._expected.get(request_id, ((0, 0), None))[0]
+        return request_id not in self._running and (job.item.segment, job.item.part) == expected
+
+    def _form_batch(self, limit: int | None = None) -> list[Job]:
         stage = self.stage
+        size = stage.max_batch_size if limit is None else min(limit, stage.max_batch_size)
         now = time.perf_counter()
         entries = sorted(
-            ((_priority(item, seq, now), item) for seq, item in self._items),
+            ((_priority(job, seq, now), job) for seq, job in self._items if self._ready(job)),
             key=lambda entry: entry[0],
         )
+        if not entries or size < 1:
+            return []
         head = entries[0][1]
-        key = stage.batch_key(head)
+        key = stage.batch_key(head.item)
         chosen = [entries[0]]
-        max_cost = stage.cost(head)
+        requests = {head.state.id}
+        max_cost = stage.cost(head.item)
         for entry in entries[1:]:
-            if len(chosen) >= stage.max_batch_size or self._alone(head):
+            if len(chosen) >= size or self._alone(head):
                 break
-            item = entry[1]
-            if self._alone(item) or stage.batch_key(item) != key:
+            job = entry[1]
+            if self._alone(job) or stage.batch_key(job.item) != key:
                 continue
-            cost = max(max_cost, stage.cost(item))
+            if stage.in_order and job.state.id in requests:
+                continue  # one item per request per run: the next waits for this one's state
+            cost = max(max_cost, stage.cost(job.item))
             if stage.max_batch_cost is not None and cost * (len(chosen) + 1) > stage.max_batch_cost:
                 continue
             chosen.append(entry)
+            requests.add(job.state.id)
             max_cost = cost
         taken = {id(e[1]) for e in chosen}
         self._items = [e for e in self._items if id(e[1]) not in taken]
-        return [e[1] for e in chosen]
+        jobs = [e[1] for e in chosen]
+        if stage.in_order:
+            for job in jobs:
+                item = job.item
+                self._running.add(job.state.id)
+                nxt = (item.segment + 1, 0) if item.final else (item.segment, item.part + 1)
+                self._expected[job.state.id] = (nxt, job.state)
+        return jobs
 
-    def _alone(self, item: WorkItem) -> bool:
-        return self.isolate_seeded and item.state.request.seed is not None
+    def isolated(self, jobs: list[Job]) -> bool:
+        """True when `jobs` is one seeded request's item run alone (`isolate_seeded`)."""
+        return len(jobs) == 1 and self._alone(jobs[0])
+
+    def _alone(self, job: Job) -> bool:
+        return self.isolate_seeded and job.state.request.seed is not None
 
     def _update_depth(self) -> None:
         self._metrics.queue_depth.labels(self.model, self.stage.name).set(len(self._items))
 
 
-def drain(queue: StageQueue, on_batch: Callable[[list[WorkItem]], None]) -> None:
+def drain(queue: StageQueue, on_batch: Callable[[list[Job]], None]) -> None:
     """Worker loop: take batches until the queue closes, handing each to `on_batch`."""
     while True:
         batch = queue.next_batch()
         if not batch:
             return
-        on_batch(batch)
+        try:
+            on_batch(batch)
+        finally:
+            queue.done(batch)

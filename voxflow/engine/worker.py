@@ -1,4 +1,10 @@
-"""What a stage worker thread does with one batch: run it safely and route each output."""
+"""What a stage worker thread does with one batch: run it safely and route each typed output.
+
+Routing (`voxflow.stages.outputs`): `Segments` fan a request out into segment jobs for the next
+stage (and record its pauses on the request); `Next` goes to the next stage's queue keeping the
+item's segment, part and final flag; `Audio` is delivered to the request as that segment part;
+an exception fails only its own request.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +12,30 @@ import logging
 import time
 
 from voxflow.engine.metrics import EngineMetrics
-from voxflow.engine.scheduler import StageQueue
+from voxflow.engine.scheduler import Job, StageQueue, stage_batch
 from voxflow.errors import SynthesisError, VoxflowError
-from voxflow.models.base import Stage, WorkItem
+from voxflow.stages.outputs import Audio, Next, Segments, check_outputs
+from voxflow.stages.stage import Stage
 
 log = logging.getLogger(__name__)
 
 
-def _as_request_error(stage: Stage, exc: BaseException) -> VoxflowError:
+def as_request_error(stage: Stage, exc: BaseException) -> VoxflowError:
+    """`exc` as the error its request ends with (a stage's own `VoxflowError` unchanged)."""
     if isinstance(exc, VoxflowError):
         return exc
     return SynthesisError(f"stage '{stage.name}' failed: {type(exc).__name__}: {exc}")
 
 
-def run_safely(stage: Stage, batch: list[WorkItem]) -> list:
-    """`stage.run(batch)`, isolating failures: one output (value or exception) per item.
+def run_safely(stage: Stage, batch: list[Job], isolated: bool = False) -> list:
+    """`stage.run` of the batch, isolating failures: one output (value or exception) per job.
 
-    If the batched call raises, each item is run alone so one bad item fails only its request.
+    If the batched call raises (or returns outputs of the wrong count or type), each job is
+    run alone so one bad item fails only its request.
     """
     try:
-        outputs = stage.run(batch)
-        if len(outputs) != len(batch):
-            raise RuntimeError(f"returned {len(outputs)} outputs for {len(batch)} items")
-        return outputs
+        outputs = stage.run(stage_batch(batch, stage, isolated))
+        return check_outputs(stage.name, outputs, len(batch))
     except Exception as exc:
         if len(batch) == 1:
             if not isinstance(exc, VoxflowError):
@@ -36,33 +43,55 @@ def run_safely(stage: Stage, batch: list[WorkItem]) -> list:
             return [exc]
         log.warning("stage %s batch of %d failed (%s); retrying items alone", stage.name,
                     len(batch), exc)
-        return [run_safely(stage, [item])[0] for item in batch]
+        return [run_safely(stage, [job], isolated)[0] for job in batch]
+
+
+def route(stage: Stage, job: Job, out: object, downstream: StageQueue | None) -> None:
+    """Pass one job's output on: next queue, the request's audio, or its failure."""
+    state = job.state
+    if isinstance(out, BaseException):
+        state.fail(as_request_error(stage, out))
+    elif state.cancelled:
+        return
+    elif isinstance(out, Segments):
+        fan_out(stage, job, out, downstream)
+    elif isinstance(out, Audio):
+        item = job.item
+        state.deliver(item.segment, out.samples, item.part, item.final)
+    elif downstream is None:
+        state.fail(as_request_error(stage, TypeError("the last stage returned no audio")))
+    else:
+        assert isinstance(out, Next)
+        downstream.put(job.derive(out.payload, part=job.item.part, final=job.item.final))
+
+
+def fan_out(stage: Stage, job: Job, plan: Segments, downstream: StageQueue | None) -> None:
+    """Record the front end's plan on the request and queue one job per segment."""
+    state = job.state
+    if downstream is None or not plan.payloads:
+        error = TypeError("a front end must be followed by a stage and yield a segment")
+        state.fail(as_request_error(stage, error))
+        return
+    state.set_segment_plan(plan.pauses_after, plan.lead_silence_s)
+    state.set_segment_count(len(plan.payloads))
+    speed = job.item.speed
+    for index, payload in enumerate(plan.payloads):
+        downstream.put(job.derive(payload, segment=index, speed=plan.speeds.get(index, speed)))
 
 
 def run_stage_batch(
     model: str,
     stage: Stage,
-    batch: list[WorkItem],
+    batch: list[Job],
     downstream: StageQueue | None,
     metrics: EngineMetrics,
+    isolated: bool = False,
 ) -> None:
     """Run one batch and pass each output on (next queue, or the request's audio)."""
     started = time.perf_counter()
-    outputs = run_safely(stage, batch)
+    outputs = run_safely(stage, batch, isolated)
     metrics.stage_seconds.labels(model, stage.name).observe(time.perf_counter() - started)
     metrics.batch_size.labels(model, stage.name).observe(len(batch))
     metrics.items_run.labels(model, stage.name).inc(len(batch))
-    for item, out in zip(batch, outputs, strict=True):
-        state = item.state
-        if isinstance(out, BaseException):
-            state.fail(_as_request_error(stage, out))
-        elif state.cancelled:
-            continue
-        elif downstream is None:
-            state.deliver(item.segment_index, out)
-        elif stage.fans_out:
-            state.set_segment_count(len(out))
-            for index, payload in enumerate(out):
-                downstream.put(item.with_payload(payload, index))
-        else:
-            downstream.put(item.with_payload(out))
+    for job, out in zip(batch, outputs, strict=True):
+        route(stage, job, out, downstream)

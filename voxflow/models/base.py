@@ -4,28 +4,28 @@ A family is a small graph of stages (text front end -> acoustic model -> vocoder
 engine owns the queues and worker threads; a stage is a plain object that turns a batch of work
 items into one output per item, testable without a server.
 
-Data flow through a family's stages:
-- stage 0 (`fans_out = True`) receives one item per request whose payload is the request's text
-  and returns, per item, the list of segment payloads (at least one);
-- each following stage receives one item per segment and returns the next payload;
-- the last stage returns each segment's audio, (N,) float32 in [-1, 1] at the voice's rate.
+Data flow through a family's stages (the contract itself is `voxflow.stages`):
+- stage 0 (`fans_out = True`) receives one item per request whose payload is the request's
+  parsed document and returns, per item, its `Segments` (at least one);
+- each following stage receives one item per segment (or segment part) and returns `Next`;
+- the last stage returns each item's `Audio`, (N,) float32 in [-1, 1] at the voice's rate.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
 from voxflow.errors import InvalidRequestError, echo
+from voxflow.stages.items import StageBatch, StageItem
+from voxflow.stages.outputs import Segments
+from voxflow.stages.stage import Stage
 from voxflow.text.document import SpeechDocument, TextRun
 from voxflow.text.language import choose_language
-
-if TYPE_CHECKING:
-    from voxflow.engine.request import RequestState
 
 
 @dataclass(frozen=True)
@@ -45,86 +45,14 @@ class Voice:
     family: str
 
 
-@dataclass(frozen=True)
-class WorkItem:
-    """One unit of work in a stage queue.
-
-    Attributes:
-        state: the request it belongs to (seed, voice, cancellation).
-        segment_index: 0-based segment number; -1 for the whole request before the front end.
-        payload: what this stage consumes (text, phoneme ids, features...).
-    """
-
-    state: RequestState
-    segment_index: int
-    payload: Any
-
-    @property
-    def speed(self) -> float:
-        """This segment's speaking-rate factor: the request's `speed` times its run's SSML
-        ``<prosody rate>`` (1.0 = the voice's natural rate). For the un-segmented request item
-        (segment -1), the request's `speed`."""
-        return self.state.segment_speed(self.segment_index)
-
-    @property
-    def is_first(self) -> bool:
-        """True for a request's first segment (or its not yet segmented text)."""
-        return self.segment_index <= 0
-
-    def with_payload(self, payload: Any, segment_index: int | None = None) -> WorkItem:
-        """A copy carrying the next stage's payload."""
-        index = self.segment_index if segment_index is None else segment_index
-        return replace(self, payload=payload, segment_index=index)
-
-
-class Stage(ABC):
-    """One step of a model's graph. Called from one or more worker threads.
-
-    Class attributes a subclass sets:
-        name: short stage name used in metrics ("frontend", "acoustic").
-        fans_out: True when each input becomes a list of segment payloads.
-    Instance attributes:
-        max_batch_size: most items in one `run` call (1 = no batching).
-        max_batch_cost: cap on padded cost, ``len(batch) * max(cost)``; None = no cap.
-        workers: how many worker threads run this stage.
-    """
-
-    name: ClassVar[str]
-    fans_out: ClassVar[bool] = False
-
-    def __init__(
-        self, max_batch_size: int = 1, max_batch_cost: int | None = None, workers: int = 1
-    ):
-        self.max_batch_size = max_batch_size
-        self.max_batch_cost = max_batch_cost
-        self.workers = workers
-
-    def batch_key(self, item: WorkItem) -> Hashable:
-        """Items batch together only when their keys are equal (default: all compatible)."""
-        return None
-
-    def cost(self, item: WorkItem) -> int:
-        """Padded-size cost of an item (e.g. phoneme count); used with `max_batch_cost`."""
-        return 1
-
-    @abstractmethod
-    def run(self, batch: Sequence[WorkItem]) -> list[Any]:
-        """Process a batch; return one output per item, in order.
-
-        An output may be an Exception instance: that item's request fails with it, the others
-        go on. Raising fails the whole call; the engine then retries the items one by one so a
-        bad item never fails its batch-mates.
-        """
-
-
 class TextFrontendStage(Stage):
     """Stage 0 of a family: one request's parsed input -> its segment payloads (fans out).
 
     The item's payload is the request's `SpeechDocument` (`voxflow.text.document`), parsed at
     validation. Each run is segmented by the family (`run_segments`); a run boundary is a
-    segment boundary. The stage records each segment's speaking-rate factor (request speed x
-    the run's rate) and the silence after it (a run's break goes after its last segment, or
-    before the first audio when nothing was spoken yet) on the request's state.
+    segment boundary. The returned `Segments` carry each segment's speaking-rate factor
+    (request speed x the run's rate) and the silence after it (a run's break goes after its
+    last segment, or before the first audio when nothing was spoken yet).
 
     Runs one item at a time on one worker: the G2P libraries behind it (espeak-ng, OpenJTalk)
     keep global state. A document that yields no segment fails its request with a 400.
@@ -137,20 +65,20 @@ class TextFrontendStage(Stage):
         super().__init__(max_batch_size=1, workers=1)
 
     @abstractmethod
-    def run_segments(self, item: WorkItem, run: TextRun, first: bool) -> list[Any]:
+    def run_segments(self, item: StageItem, run: TextRun, first: bool) -> list[Any]:
         """The segment payloads of one run of `item`'s document, in reading order.
 
         Args:
-            item: the request's item (its state carries the request: voice, language).
+            item: the request's item (`item.request`: voice, language).
             run: the run; `run.phonemes` (IPA) replaces `run.text` for families that take
                 phonemes, others speak `run.text`.
             first: True while no earlier run produced a segment: the family may cap this
                 run's first segment shorter, for time to first audio.
         """
 
-    def _plan(self, item: WorkItem) -> list[Any] | InvalidRequestError:
+    def _plan(self, item: StageItem) -> Segments | InvalidRequestError:
         document: SpeechDocument = item.payload
-        request_speed = item.state.request.speed
+        request_speed = item.request.speed
         segments: list[Any] = []
         speeds: dict[int, float] = {}
         pauses: dict[int, float] = {}
@@ -175,10 +103,9 @@ class TextFrontendStage(Stage):
                 param="input",
                 code="no_speakable_text",
             )
-        item.state.set_segment_plan(speeds, pauses, lead)
-        return segments
+        return Segments(segments, speeds, pauses, lead)
 
-    def run(self, batch: Sequence[WorkItem]) -> list:
+    def run(self, batch: StageBatch) -> list:
         return [self._plan(item) for item in batch]
 
 

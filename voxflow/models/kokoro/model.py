@@ -13,18 +13,20 @@ speed and language: a `seed` is accepted and changes nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from voxflow.audio.stretch import split_speed, time_stretch
-from voxflow.models.base import ModelFamily, Stage, TextFrontendStage, Voice, WorkItem
+from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
 from voxflow.models.kokoro.frontend import LANGUAGES, KokoroFrontend
 from voxflow.models.kokoro.loader import SAMPLE_RATE, KokoroGraph, load_graph, load_vocab
 from voxflow.models.kokoro.settings import KokoroSettings
 from voxflow.models.kokoro.synth import run_graph, trim_silence
 from voxflow.models.kokoro.voices import load_packaged_voices, voice_language
+from voxflow.stages.items import StageBatch, StageItem
+from voxflow.stages.outputs import Audio
+from voxflow.stages.stage import Stage
 from voxflow.text.document import SpeechDocument, TextRun
 from voxflow.text.scripts import spoken_text
 
@@ -46,9 +48,9 @@ class KokoroFrontendStage(TextFrontendStage):
         super().__init__()
         self._family = family
 
-    def run_segments(self, item: WorkItem, run: TextRun, first: bool) -> list:
+    def run_segments(self, item: StageItem, run: TextRun, first: bool) -> list:
         s = self._family.settings
-        request = item.state.request
+        request = item.request
         document: SpeechDocument = item.payload
         # Decided at validation; a document built without the engine decides it here.
         language = document.language or self._family.resolve_language(
@@ -79,10 +81,10 @@ class KokoroAcousticStage(Stage):
         super().__init__(max_batch_size=1, workers=family.settings.workers)
         self._family = family
 
-    def cost(self, item: WorkItem) -> int:
+    def cost(self, item: StageItem) -> int:
         return int(item.payload.token_ids.size)
 
-    def run(self, batch: Sequence[WorkItem]) -> list:
+    def run(self, batch: StageBatch) -> list:
         family = self._family
         s = family.settings
         out = []
@@ -92,12 +94,12 @@ class KokoroAcousticStage(Stage):
             audio = run_graph(
                 family.graph.session,
                 item.payload.token_ids,
-                family.voice_models[item.state.request.voice].table,
+                family.voice_models[item.request.voice].table,
                 native,
             )
             # Kept silence at the native rate, so after the stretch the pauses follow the speed.
             audio = trim_silence(audio, SAMPLE_RATE, s.segment_pause_s, native)
-            out.append(time_stretch(audio, SAMPLE_RATE, stretch))
+            out.append(Audio(time_stretch(audio, SAMPLE_RATE, stretch)))
         return out
 
 

@@ -10,18 +10,21 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
 from piper.config import PiperConfig
 
 from voxflow.audio.stretch import split_speed, time_stretch
-from voxflow.models.base import ModelFamily, Stage, TextFrontendStage, Voice, WorkItem
+from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, VoiceConfig, load_graph, read_voice_config
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import synthesize_batch
+from voxflow.stages.items import StageBatch, StageItem
+from voxflow.stages.outputs import Audio
+from voxflow.stages.stage import Stage
 from voxflow.text.document import TextRun
 
 log = logging.getLogger(__name__)
@@ -77,9 +80,9 @@ class PiperFrontendStage(TextFrontendStage):
         super().__init__()
         self._family = family
 
-    def run_segments(self, item: WorkItem, run: TextRun, first: bool) -> list[PhonemeSegment]:
+    def run_segments(self, item: StageItem, run: TextRun, first: bool) -> list[PhonemeSegment]:
         s = self._family.settings
-        voice = self._family.voice_models[item.state.request.voice]
+        voice = self._family.voice_models[item.request.voice]
         if run.phonemes:
             return ipa_to_segments(
                 voice.piper_config, run.text, run.phonemes, s.max_segment_phonemes
@@ -107,31 +110,30 @@ class PiperAcousticStage(Stage):
         self._running = 0  # acoustic runs in progress, across this stage's workers
         self._running_lock = threading.Lock()
 
-    def native_speed(self, item: WorkItem) -> float:
+    def native_speed(self, item: StageItem) -> float:
         """The speed the graph renders `item` at (its speed clamped to the clean range)."""
         s = self._family.settings
         return split_speed(item.speed, s.native_speed_min, s.native_speed_max)[0]
 
-    def batch_key(self, item: WorkItem) -> Hashable:
+    def batch_key(self, item: StageItem) -> Hashable:
         # `scales` is one (3,) tensor for the whole batch: only equal voice and native speed
         # batch; each row is then time-stretched by its own remaining factor.
-        return (item.state.request.voice, self.native_speed(item))
+        return (item.request.voice, self.native_speed(item))
 
-    def cost(self, item: WorkItem) -> int:
+    def cost(self, item: StageItem) -> int:
         segment: PhonemeSegment = item.payload
         return int(segment.phoneme_ids.size)
 
-    def run(self, batch: Sequence[WorkItem]) -> list:
-        request = batch[0].state.request
-        voice = self._family.voice_models[request.voice]
+    def run(self, batch: StageBatch) -> list:
+        voice = self._family.voice_models[batch[0].request.voice]
         rows = [item.payload.phoneme_ids for item in batch]
-        seeds = [(item.state.seed, item.segment_index) for item in batch]
+        seeds = [(item.request.seed, item.segment) for item in batch]
         native = self.native_speed(batch[0])
         with self._running_lock:
             self._running += 1
             alone = self._running == 1
         try:
-            seeded = any(item.state.request.seed is not None for item in batch)
+            seeded = any(item.request.seeded for item in batch)
             use_solo = alone and voice.solo_graph is not None and not seeded
             graph = voice.solo_graph if use_solo else voice.graph
             audio = synthesize_batch(
@@ -143,7 +145,7 @@ class PiperAcousticStage(Stage):
                 self._running -= 1
         rate = voice.config.sample_rate
         pairs = zip(audio, batch, strict=True)
-        return [time_stretch(row, rate, item.speed / native) for row, item in pairs]
+        return [Audio(time_stretch(row, rate, item.speed / native)) for row, item in pairs]
 
 
 class PiperFamily(ModelFamily):

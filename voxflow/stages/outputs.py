@@ -1,0 +1,82 @@
+"""What a stage returns: one typed output per item, or an exception for that item alone.
+
+- `Segments`: the front end's plan for a whole request (fans out into segment items).
+- `Next`: the payload for the next stage; the new item keeps the input's segment, part and
+  `final` flag.
+- `Audio`: (N,) float32 samples in [-1, 1] at the voice's rate, from the last stage: one chunk of
+  the segment at the input's part; the chunk with ``final`` closes the segment. A stage that
+  needs more input before it can emit (a vocoder's lookahead) returns an empty `Audio`.
+- an `Exception` instance: that item's request fails with it; its batch-mates go on.
+
+An autoregressive stage returns one `Step` per item and step instead (see
+`voxflow.stages.autoregressive`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Segments:
+    """A request's segments, from the front end (the stage with ``fans_out``).
+
+    Attributes:
+        payloads: the next stage's payload per segment, in reading order (at least one).
+        speeds: segment index -> speaking-rate factor, for segments whose factor is not the
+            request's `speed` (SSML ``<prosody rate>``).
+        pauses_after: segment index -> seconds of silence after that segment's audio.
+        lead_silence_s: seconds of silence before segment 0's audio.
+    """
+
+    payloads: list[Any]
+    speeds: dict[int, float] = field(default_factory=dict)
+    pauses_after: dict[int, float] = field(default_factory=dict)
+    lead_silence_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Next:
+    """The payload the next stage consumes for this item."""
+
+    payload: Any
+
+
+@dataclass(frozen=True)
+class Audio:
+    """Audio of the item's segment part: (N,) float32 in [-1, 1] at the voice's sample rate.
+
+    Empty when the stage holds its output back (lookahead); the item's `final` flag still ends
+    the segment.
+    """
+
+    samples: np.ndarray
+
+    @classmethod
+    def empty(cls) -> Audio:
+        return cls(np.zeros(0, np.float32))
+
+
+StageOutput = Union[Segments, Next, Audio, BaseException]  # noqa: UP007 (a runtime alias)
+"""One item's result of `Stage.run`."""
+
+
+def check_outputs(stage_name: str, outputs: list, n_items: int) -> list:
+    """`outputs` unchanged if it is one `StageOutput` per item.
+
+    Raises:
+        TypeError: the count differs from `n_items`, or an output is not a `StageOutput` (a
+            stage bug: the engine then retries the items one by one).
+    """
+    if len(outputs) != n_items:
+        raise TypeError(f"stage {stage_name} returned {len(outputs)} outputs for {n_items} items")
+    for out in outputs:
+        if not isinstance(out, (Segments, Next, Audio, BaseException)):
+            raise TypeError(
+                f"stage {stage_name} returned {type(out).__name__}; expected Segments, Next, "
+                "Audio or an exception"
+            )
+    return outputs

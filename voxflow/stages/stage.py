@@ -1,0 +1,90 @@
+"""`Stage`: one step of a model's graph, and the kinds of stage the engine knows how to run.
+
+The engine owns the queues and worker threads; a stage is a plain object that turns a
+`StageBatch` into one `StageOutput` per item, testable without a server. Kinds:
+
+- ``batch`` (this class): each `run` call is independent; the scheduler forms batches by
+  `batch_key`, `max_batch_size` and `max_batch_cost`.
+- ``autoregressive`` (`voxflow.stages.autoregressive`): items join and leave a running batch
+  at every decode step; emits a segment in parts.
+- ``bucketed`` (`voxflow.stages.bucketed`): fixed shapes from a ladder of sizes, padded, and
+  replayed as captured graphs on CUDA.
+
+A stage with ``in_order = True`` keeps streaming state between a request's items (a vocoder's
+overlap, a codec's caches): the scheduler runs that request's items one at a time, in segment
+and part order, and the engine calls `release` once when the request ends, however it ends.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable
+from typing import Any, ClassVar
+
+from voxflow.stages.items import StageBatch, StageItem
+from voxflow.stages.outputs import StageOutput
+
+
+class Stage(ABC):
+    """One step of a model's graph. Called from one or more worker threads.
+
+    Class attributes a subclass sets:
+        name: short stage name used in metrics ("frontend", "acoustic", "vocoder").
+        kind: "batch", "autoregressive" or "bucketed": which engine loop runs it.
+        fans_out: True when each input becomes a request's `Segments`.
+        in_order: True when a request's items must run one at a time, in order (state).
+    Instance attributes:
+        max_batch_size: most items in one `run` call (1 = no batching).
+        max_batch_cost: cap on padded cost, ``len(batch) * max(cost)``; None = no cap.
+        workers: how many worker threads run this stage.
+    """
+
+    name: ClassVar[str]
+    kind: ClassVar[str] = "batch"
+    fans_out: ClassVar[bool] = False
+    in_order: ClassVar[bool] = False
+
+    def __init__(
+        self, max_batch_size: int = 1, max_batch_cost: int | None = None, workers: int = 1
+    ):
+        self.max_batch_size = max_batch_size
+        self.max_batch_cost = max_batch_cost
+        self.workers = workers
+
+    def batch_key(self, item: StageItem) -> Hashable:
+        """Items batch together only when their keys are equal (default: all compatible)."""
+        return None
+
+    def cost(self, item: StageItem) -> int:
+        """Padded-size cost of an item (e.g. phoneme count); used with `max_batch_cost`."""
+        return 1
+
+    @abstractmethod
+    def run(self, batch: StageBatch) -> list[StageOutput]:
+        """Process a batch; return one output per item, in order.
+
+        An output may be an Exception instance: that item's request fails with it, the others
+        go on. Raising fails the whole call; the engine then retries the items one by one so a
+        bad item never fails its batch-mates.
+        """
+
+    def start(self) -> None:  # noqa: B027 (optional hook)
+        """Called once by the engine after the family is loaded and before its warm-up, on the
+        thread that starts the engine (capture graphs, allocate state pools). Default: nothing.
+        """
+
+    def release(self, request_id: str) -> None:  # noqa: B027 (optional hook)
+        """Free what this stage holds for `request_id` (called once when the request ends:
+        finished, failed, timed out or cancelled; and for every request at shutdown).
+        Default: nothing."""
+
+    def close(self) -> None:  # noqa: B027 (optional hook)
+        """Free every per-request state left (engine shutdown). Default: nothing."""
+
+    def live_states(self) -> int:
+        """Requests this stage holds state for now (`voxflow_stage_states`). Default: 0."""
+        return 0
+
+    def health(self) -> dict[str, Any]:
+        """Facts for `/health` (e.g. which buckets run as captured graphs). Default: none."""
+        return {}
