@@ -21,6 +21,15 @@ from voxflow.models.registry import family_settings_type
 _ORIGIN = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#\s]+")
 
 
+OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+"""The model names OpenAI's speech API takes; the built-in default serves them as Piper."""
+
+OPENAI_VOICES = (
+    "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
+)
+"""The voice names OpenAI's speech API takes; the built-in default reads them all with joe."""
+
+
 class ConfigError(ValueError):
     """A configuration file or override is invalid; the message names the field."""
 
@@ -125,6 +134,38 @@ class ModelSettings(_Strict):
     options: Any = Field(
         None, description="The family's own settings (below); omitted fields take defaults."
     )
+    aliases: list[str] = Field(
+        default_factory=list,
+        description="Other `model` names that mean this model, e.g. OpenAI's `tts-1`, "
+        "`tts-1-hd`, `gpt-4o-mini-tts`; listed by `/v1/models` with `alias_of`. A name may "
+        "be one model's name or alias only.",
+    )
+    voice_aliases: dict[str, str] = Field(
+        default_factory=dict,
+        description="Other `voice` names for this model's voices, alias: voice (e.g. "
+        "`alloy: joe`); listed by `/v1/audio/voices` with `alias_of`. Checked at start-up, "
+        "once the voices are loaded: an alias must name a voice of this model and must not "
+        "be one.",
+    )
+
+    @field_validator("aliases")
+    @classmethod
+    def _alias_names(cls, aliases: list[str]) -> list[str]:
+        for alias in aliases:
+            if not alias.strip():
+                raise ValueError("a model alias must not be empty")
+        repeated = sorted({a for a in aliases if aliases.count(a) > 1})
+        if repeated:
+            raise ValueError(f"repeated model aliases: {', '.join(repeated)}")
+        return aliases
+
+    @field_validator("voice_aliases")
+    @classmethod
+    def _voice_alias_names(cls, aliases: dict[str, str]) -> dict[str, str]:
+        for alias, voice in aliases.items():
+            if not alias.strip() or not voice.strip():
+                raise ValueError(f"voice alias {alias!r}: {voice!r}: names must not be empty")
+        return aliases
 
     @field_validator("family")
     @classmethod
@@ -150,6 +191,15 @@ class Settings(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"model names must be unique, repeated: {', '.join(dupes)}")
+        owner = {m.name: f"the name of models[{i}]" for i, m in enumerate(self.models)}
+        for i, model in enumerate(self.models):
+            for alias in model.aliases:
+                if alias in owner:
+                    raise ValueError(
+                        f"models[{i}].aliases: '{alias}' (model '{model.name}') is already "
+                        f"{owner[alias]}"
+                    )
+                owner[alias] = f"an alias of models[{i}] ('{model.name}')"
         return self
 
 
@@ -194,13 +244,17 @@ def load_settings(path: str | Path | None, overrides: dict[str, Any] | None = No
     """Read, override and validate a deployment's settings.
 
     Args:
-        path: YAML file; None means built-in defaults (one Piper model with the joe voice).
+        path: YAML file; None means built-in defaults (one Piper model with the joe voice,
+            served also as OpenAI's model names with every OpenAI voice name read by joe).
         overrides: dotted keys to values, applied after the file (``server.port`` -> 9000).
 
     Raises:
         ConfigError: missing file, bad YAML, or any invalid field (the message names it).
     """
-    tree: dict[str, Any] = {"models": [{"name": "piper", "family": "piper"}]}
+    tree: dict[str, Any] = {"models": [{
+        "name": "piper", "family": "piper",
+        "aliases": list(OPENAI_MODELS), "voice_aliases": dict.fromkeys(OPENAI_VOICES, "joe"),
+    }]}
     if path is not None:
         p = Path(path)
         if not p.is_file():

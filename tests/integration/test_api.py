@@ -101,7 +101,7 @@ def test_sse_stream_carries_deltas_then_done(joe_server):
 
 def test_models_voices_health_metrics(joe_server):
     models = httpx.get(f"{joe_server.url}/v1/models").json()
-    assert [m["id"] for m in models["data"]] == ["piper"]
+    assert [m["id"] for m in models["data"]] == ["piper", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
     voices = httpx.get(f"{joe_server.url}/v1/audio/voices").json()["data"]
     joe = next(v for v in voices if v["id"] == "joe")
     assert joe == {"id": "joe", "object": "voice", "model": "piper", "family": "piper",
@@ -330,3 +330,60 @@ def test_item3_cors_is_off_on_the_default_server(joe_server):
     assert r.status_code == 405 and "access-control-allow-origin" not in r.headers
     r = httpx.get(f"{joe_server.url}/v1/models", headers={"Origin": "https://app.example.com"})
     assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+
+
+
+# ---- Issue 8, item 2: OpenAI model and voice names ---------------------------------------------
+
+OPENAI_VOICES = ["alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage",
+                 "shimmer", "verse"]
+
+
+def test_item2_openai_names_are_listed_with_what_they_resolve_to(joe_server):
+    models = httpx.get(f"{joe_server.url}/v1/models").json()["data"]
+    by_id = {m["id"]: m for m in models}
+    assert "alias_of" not in by_id["piper"]
+    for alias in ("tts-1", "tts-1-hd", "gpt-4o-mini-tts"):
+        assert by_id[alias]["alias_of"] == "piper" and by_id[alias]["object"] == "model"
+        assert by_id[alias]["voices"] == ["joe"] and by_id[alias]["status"] == "ready"
+    voices = httpx.get(f"{joe_server.url}/v1/audio/voices", params={"model": "tts-1"}).json()
+    by_voice = {v["id"]: v for v in voices["data"]}
+    assert sorted(by_voice) == sorted(["joe", *OPENAI_VOICES])
+    assert by_voice["alloy"] == {"id": "alloy", "object": "voice", "model": "piper",
+                                 "family": "piper", "language": "en-US", "languages": ["en-US"],
+                                 "sample_rate": 22050, "default": False, "alias_of": "joe"}
+    assert "alias_of" not in by_voice["joe"]
+
+
+def test_item2_openai_client_with_openai_names_gets_joe(joe_server, caplog):
+    from openai import OpenAI
+
+    caplog.set_level(logging.INFO, logger="voxflow.access")
+    client = OpenAI(base_url=f"{joe_server.url}/v1", api_key="unused")
+    aliased = client.audio.speech.create(
+        model="tts-1", voice="alloy", input=TEXT, response_format="pcm", extra_body={"seed": 12}
+    )
+    assert aliased.response.status_code == 200
+    assert aliased.content == post(joe_server.url, response_format="pcm", seed=12).content
+    (line,) = access_lines(caplog, aliased.response.headers["x-request-id"])
+    assert (line.model, line.voice) == ("piper", "joe")  # served names, aliases resolved
+    r = post(joe_server.url, model="gpt-4o-mini-tts", voice={"id": "verse"}, input="Hi.",
+             response_format="pcm", seed=1)
+    assert r.status_code == 200 and r.content == post(
+        joe_server.url, input="Hi.", response_format="pcm", seed=1).content
+
+
+def test_item2_unknown_names_list_models_voices_and_aliases(joe_server):
+    r = post(joe_server.url, model="tts-2")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+    assert r.json()["error"]["message"] == (
+        "The model 'tts-2' does not exist. Served models: piper, gpt-4o-mini-tts (alias of "
+        "piper), tts-1 (alias of piper), tts-1-hd (alias of piper).")
+    r = post(joe_server.url, model="tts-1", voice="marin")
+    error = r.json()["error"]
+    assert r.status_code == 400 and (error["param"], error["code"]) == ("voice", "voice_not_found")
+    assert error["message"] == (
+        "Voice 'marin' is not a voice of model 'piper'. Available voices: joe (aliases: "
+        f"{', '.join(sorted(OPENAI_VOICES))}).")
+    r = httpx.get(f"{joe_server.url}/v1/audio/voices", params={"model": "tts-2"})
+    assert r.status_code == 404 and "tts-1 (alias of piper)" in r.json()["error"]["message"]

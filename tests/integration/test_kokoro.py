@@ -127,7 +127,20 @@ def test_models_and_voices_list_both_families(multi_server):
     for vid in KOKORO_VOICES:
         assert spoken[("kokoro", vid)] == ["ja", "en-US", "en-GB"]
     only = httpx.get(f"{multi_server.url}/v1/audio/voices", params={"model": "kokoro"}).json()
-    assert sorted(v["id"] for v in only["data"]) == KOKORO_VOICES
+    real = [v for v in only["data"] if "alias_of" not in v]
+    assert sorted(v["id"] for v in real) == KOKORO_VOICES
+    # Issue 8, item 2: OpenAI's voice names, by the voice's sex, with what they stand for.
+    aliases = {v["id"]: v for v in only["data"] if "alias_of" in v}
+    assert aliases["onyx"]["alias_of"] == "jm_kumo" and aliases["nova"]["alias_of"] == "jf_nezumi"
+    assert aliases["onyx"]["languages"] == ["ja", "en-US", "en-GB"]
+    assert {v["alias_of"] for v in aliases.values()} <= set(KOKORO_VOICES)
+
+
+def test_item2_openai_voice_names_work_with_kokoro(multi_server):
+    text = "Good morning."
+    aliased = speak(multi_server.url, text, voice="onyx")
+    assert aliased.status_code == 200
+    assert aliased.content == speak(multi_server.url, text, voice="jm_kumo").content
 
 
 @pytest.mark.parametrize(("model", "voice"), [("kokoro", "joe"), ("piper", "jf_alpha")])

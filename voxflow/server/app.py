@@ -2,7 +2,8 @@
 
 Routes:
 - ``POST /v1/audio/speech``: speech (see `voxflow.server.speech`).
-- ``GET /v1/models``: served models, OpenAI list shape, with their family and voices.
+- ``GET /v1/models``: served models, OpenAI list shape, with their family and voices, then
+  their aliases (``alias_of``; `voxflow.server.aliases`).
 - ``GET /v1/audio/voices``: every voice (id, model, family, language, every language it
   accepts, sample rate); ``?model=``.
 - ``GET /health``: 200 once every model is loaded and warmed up, else 503; per-model status.
@@ -24,8 +25,9 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from voxflow import __version__
-from voxflow.config import Settings
+from voxflow.config import ConfigError, Settings
 from voxflow.engine.engine import Engine
+from voxflow.server.aliases import Aliases
 from voxflow.server.errors import install_error_handlers
 from voxflow.server.listings import models_list, voices_list
 from voxflow.server.request_id import RequestIdMiddleware
@@ -43,10 +45,16 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     A model that fails to load fails start-up (the server exits with the error logged).
     """
     engine = engine or Engine(settings)
+    aliases = Aliases.from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         await engine.start()
+        try:
+            aliases.check(engine)  # voice aliases need the loaded voices
+        except ConfigError:
+            engine.stop()
+            raise
         log.info("ready after %.2f s", engine.ready_after_s or 0.0)
         try:
             yield
@@ -56,6 +64,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     app = FastAPI(title="voxflow", version=__version__, lifespan=lifespan)
     app.state.engine = engine
     app.state.settings = settings
+    app.state.aliases = aliases
     install_error_handlers(app)
     if settings.server.cors_origins:
         app.add_middleware(
@@ -71,11 +80,11 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict:
-        return models_list(engine)
+        return models_list(engine, aliases)
 
     @app.get("/v1/audio/voices")
     async def voices(model: str | None = None) -> dict:
-        return voices_list(engine, model)
+        return voices_list(engine, model, aliases)
 
     @app.get("/health")
     async def health() -> JSONResponse:

@@ -2,7 +2,8 @@
 
 A voice entry says every language the voice accepts (`ModelFamily.languages`, the family's own
 answer, the voice's own language first) as ``languages``, and keeps ``language`` as its own
-(default) one. Tags are written in BCP 47's usual case (``en-US``, ``ja``).
+(default) one. Tags are written in BCP 47's usual case (``en-US``, ``ja``). Model and voice
+aliases are listed as entries of their own with ``alias_of`` (`voxflow.server.aliases`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from voxflow.engine.engine import Engine
-from voxflow.errors import ModelNotFoundError
 from voxflow.models.base import ModelFamily
+from voxflow.server.aliases import Aliases
 
 
 def tag_case(tag: str) -> str:
@@ -54,37 +55,55 @@ def voice_entry(model: str, family: ModelFamily, voice_id: str) -> dict[str, Any
     }
 
 
-def models_list(engine: Engine) -> dict[str, Any]:
-    """The body of ``GET /v1/models``: every served model, OpenAI list shape."""
-    data = []
-    for name, served in engine.models.items():
-        family = served.family
-        data.append({
-            "id": name,
-            "object": "model",
-            "created": int(engine.created_at),
-            "owned_by": "voxflow",
-            "family": family.family if family else None,
-            "status": served.status,
-            "voices": sorted(family.voices) if family else [],
-        })
+def _model_entry(engine: Engine, name: str) -> dict[str, Any]:
+    served = engine.models[name]
+    family = served.family
+    return {
+        "id": name,
+        "object": "model",
+        "created": int(engine.created_at),
+        "owned_by": "voxflow",
+        "family": family.family if family else None,
+        "status": served.status,
+        "voices": sorted(family.voices) if family else [],
+    }
+
+
+def models_list(engine: Engine, aliases: Aliases | None = None) -> dict[str, Any]:
+    """The body of ``GET /v1/models``: every served model, OpenAI list shape, then every model
+    alias as an entry of its own with ``alias_of`` naming the model it serves."""
+    aliases = aliases or Aliases()
+    data = [_model_entry(engine, name) for name in engine.models]
+    for alias, name in aliases.models.items():
+        data.append({**_model_entry(engine, name), "id": alias, "alias_of": name})
     return {"object": "list", "data": data}
 
 
-def voices_list(engine: Engine, model: str | None) -> dict[str, Any]:
-    """The body of ``GET /v1/audio/voices``: every voice, or those of `model`.
+def voices_list(
+    engine: Engine, model: str | None, aliases: Aliases | None = None
+) -> dict[str, Any]:
+    """The body of ``GET /v1/audio/voices``: every voice, or those of `model` (a served model
+    or a model alias), each model's voice aliases after its voices with ``alias_of`` naming the
+    voice they stand for (and that voice's facts).
 
     Raises:
-        ModelNotFoundError: `model` is not served (404).
+        ModelNotFoundError: `model` is neither served nor an alias (404).
     """
-    if model is not None and model not in engine.models:
-        raise ModelNotFoundError(model, sorted(engine.models))
+    aliases = aliases or Aliases()
+    if model is not None:
+        served = aliases.models.get(model, model)
+        if served not in engine.models:
+            raise aliases.model_not_found(engine, model)
+        model = served
     data = []
     for name, served in engine.models.items():
         if served.family is None or (model is not None and name != model):
             continue
         for voice_id in served.family.voices:
             data.append(voice_entry(name, served.family, voice_id))
+        for alias, voice_id in aliases.voices.get(name, {}).items():
+            entry = voice_entry(name, served.family, voice_id)
+            data.append({**entry, "id": alias, "alias_of": voice_id, "default": False})
     return {"object": "list", "data": data}
 
 

@@ -30,6 +30,7 @@ from voxflow.engine.engine import Engine
 from voxflow.engine.request import AudioChunk, SpeechRequest
 from voxflow.engine.stream import SpeechStream
 from voxflow.errors import InvalidRequestError, VoxflowError
+from voxflow.server.aliases import Aliases
 from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
 
@@ -201,6 +202,10 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     if access is not None:
         access.model, access.voice, access.chars = body.model, body.voice_id, len(body.input)
         access.fmt, access.stream = body.response_format, streams
+    aliases: Aliases = getattr(request.app.state, "aliases", None) or Aliases()
+    model, voice = aliases.resolve(engine, body.model, body.voice_id)
+    if (model, voice) != (body.model, body.voice_id):
+        body = body.model_copy(update={"model": model, "voice": voice})
     speech = to_engine_request(
         body, settings.server.max_input_chars, getattr(request.state, "request_id", None)
     )

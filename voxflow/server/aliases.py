@@ -1,0 +1,105 @@
+"""Model and voice aliases: the names OpenAI apps hard-code (``tts-1``, ``alloy``) served by
+real models and voices.
+
+Each model in the settings lists its own `aliases` (other `model` names) and `voice_aliases`
+(alias -> one of its voices). Model aliases are checked when the settings load (one name, one
+model); voice aliases once the voices are loaded (`Aliases.check`, at server start-up), since a
+family's voices are only known then. A request's names are resolved here before the engine sees
+them, so the engine, its metrics and the access log only ever see served names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from voxflow.config import ConfigError, Settings
+from voxflow.errors import InvalidRequestError, ModelNotFoundError, echo
+
+if TYPE_CHECKING:
+    from voxflow.engine.engine import Engine
+
+
+@dataclass(frozen=True)
+class Aliases:
+    """The alias tables of a deployment.
+
+    Attributes:
+        models: model alias -> served model name.
+        voices: served model name -> (voice alias -> voice id).
+    """
+
+    models: Mapping[str, str] = field(default_factory=dict)
+    voices: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Aliases:
+        """The tables of `settings.models` (model aliases already checked by `Settings`)."""
+        models = {alias: m.name for m in settings.models for alias in m.aliases}
+        voices = {m.name: dict(m.voice_aliases) for m in settings.models if m.voice_aliases}
+        return cls(models, voices)
+
+    def check(self, engine: Engine) -> None:
+        """Check every voice alias against the loaded voices of its model.
+
+        Raises:
+            ConfigError: an alias names no voice of its model, or is itself a voice's id (the
+                message names the model's index, the alias and the voices there are).
+        """
+        index = {name: i for i, name in enumerate(engine.models)}
+        for model, table in self.voices.items():
+            family = engine.models[model].family
+            if family is None:
+                continue
+            voices = sorted(family.voices)
+            where = f"models[{index[model]}].voice_aliases"
+            for alias, voice in table.items():
+                if alias in family.voices:
+                    raise ConfigError(
+                        f"invalid configuration: {where}.{alias}: '{alias}' is already a voice "
+                        f"of model '{model}'; an alias must be a new name"
+                    )
+                if voice not in family.voices:
+                    raise ConfigError(
+                        f"invalid configuration: {where}.{alias}: '{voice}' is not a voice of "
+                        f"model '{model}' (its voices: {', '.join(voices)})"
+                    )
+
+    def model_not_found(self, engine: Engine, model: str) -> ModelNotFoundError:
+        """The 404 for an unknown `model`, listing the served models, then the aliases with
+        the model each stands for."""
+        names = [*sorted(engine.models),
+                 *(f"{a} (alias of {m})" for a, m in sorted(self.models.items()))]
+        return ModelNotFoundError(model, names)
+
+    def resolve(self, engine: Engine, model: str, voice: str) -> tuple[str, str]:
+        """The served model and voice a request's `model` and `voice` name.
+
+        Names that are not aliases are returned as they are, except that an unknown model or
+        voice is refused here with the aliases listed beside the real names.
+
+        Raises:
+            ModelNotFoundError: `model` is neither a served model nor an alias (404).
+            InvalidRequestError: param "voice", code "voice_not_found": `voice` is neither a
+                voice of the model nor one of its voice aliases.
+        """
+        served = self.models.get(model, model)
+        if served not in engine.models:
+            raise self.model_not_found(engine, model)
+        table = self.voices.get(served, {})
+        family = engine.models[served].family
+        if voice in table:
+            return served, table[voice]
+        if family is not None and voice not in family.voices:
+            aliases = f" (aliases: {', '.join(sorted(table))})" if table else ""
+            raise InvalidRequestError(
+                f"Voice {echo(voice)} is not a voice of model '{served}'. "
+                f"Available voices: {', '.join(sorted(family.voices))}{aliases}.",
+                param="voice",
+                code="voice_not_found",
+            )
+        return served, voice
+
+
+__all__ = ["Aliases"]
