@@ -152,7 +152,7 @@ class StreamingFamily(ModelFamily):
 
     def __init__(self, name: str, settings: StreamingSettings):
         super().__init__(name, settings)
-        self._voices = {"alice": Voice("alice", "en-US", RATE, "fake3")}
+        self.set_voices({"alice": Voice("alice", "en-US", RATE, "fake3")}, "alice")
         self.events: list[tuple] = []
         self._lock = threading.Lock()
         self.decoder = FakeDecoder(self)
@@ -161,14 +161,6 @@ class StreamingFamily(ModelFamily):
     def log(self, event: tuple) -> None:
         with self._lock:
             self.events.append(event)
-
-    @property
-    def voices(self) -> dict[str, Voice]:
-        return self._voices
-
-    @property
-    def default_voice(self) -> str:
-        return "alice"
 
     def stages(self) -> list[Stage]:
         return [FakeFrontend(), self.decoder, self.vocoder]

@@ -106,20 +106,13 @@ class FakeFamily(ModelFamily):
         super().__init__(name, settings)
         if settings.fail_load:
             raise RuntimeError("bad weights")
-        self._voices = {
-            v: Voice(v, "en-US", settings.sample_rate, "fake") for v in settings.voices
-        }
+        self.set_voices(
+            {v: Voice(v, "en-US", settings.sample_rate, "fake") for v in settings.voices},
+            settings.voices[0],
+        )
         self.lock = threading.Lock()
         self.completed: list[tuple[str, int]] = []
         self.batches: list[int] = []
-
-    @property
-    def voices(self) -> dict[str, Voice]:
-        return self._voices
-
-    @property
-    def default_voice(self) -> str:
-        return self.settings.voices[0]
 
     def stages(self) -> list[Stage]:
         return [FakeFrontend(), FakeAcoustic(self)]

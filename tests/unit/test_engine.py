@@ -488,7 +488,7 @@ def test_tiny_voice_each_batched_row_equals_the_row_alone(tiny_voice):
 @pytest.mark.parametrize("speed", [1.0, 2.0, 0.5])
 def test_tiny_voice_row_length_is_sum_of_durations_times_hop(tiny_voice, speed):
     # noise_w 0: each id's duration is exactly ceil(FRAMES[id] * length_scale) frames.
-    config = replace(tiny_voice.config, noise_w=0.0)
+    config = replace(tiny_voice.config, noise_w_scale=0.0)
     out = _synth(tiny_voice, TINY_ROWS, TINY_SEEDS, speed=speed, config=config)
     length_scale = config.length_scale / speed
     for row, audio in zip(TINY_ROWS, out, strict=True):
@@ -500,13 +500,13 @@ def test_tiny_voice_row_length_follows_seeded_duration_noise(tiny_voice):
     # noise_w > 0: durations are ceil(FRAMES * exp(0.1 * mean(noise_dp * noise_w))), with the
     # duration noise drawn from default_rng([seed, segment, 0]) as (T, 2), as synth.py states.
     config = tiny_voice.config
-    assert config.noise_w > 0
+    assert config.noise_w_scale > 0
     out = _synth(tiny_voice, TINY_ROWS, TINY_SEEDS)
     for row, (seed, segment), audio in zip(TINY_ROWS, TINY_SEEDS, out, strict=True):
         noise = np.random.default_rng([seed, segment, 0]).standard_normal(
             (row.size, 2), dtype=np.float32
         )
-        e = (noise * np.float32(config.noise_w)).mean(axis=1, dtype=np.float32)
+        e = (noise * np.float32(config.noise_w_scale)).mean(axis=1, dtype=np.float32)
         w = frames_table()[row] * np.exp(np.float32(0.1) * e) * np.float32(config.length_scale)
         assert audio.size == max(int(np.ceil(w).sum()), 1) * HOP_LENGTH
 
@@ -535,8 +535,8 @@ def test_tiny_voice_audio_does_not_depend_on_the_noise_length_guess(tiny_voice):
 def test_joe_voice_batched_rows_trimmed_to_their_own_length_match_alone(joe_voice):
     rows = []
     for sentence in JOE_SENTENCES:
-        (phonemes,) = phonemize(joe_voice.piper_config, sentence)
-        ids = phonemes_to_ids(phonemes, joe_voice.piper_config.phoneme_id_map)
+        (phonemes,) = phonemize(joe_voice.config, sentence)
+        ids = phonemes_to_ids(phonemes, joe_voice.config.phoneme_id_map)
         rows.append(np.asarray(ids, np.int64))
     assert rows[0].size < rows[1].size < rows[2].size
     seeds = [(42, i) for i in range(3)]

@@ -32,7 +32,7 @@ def test_both_sessions_of_one_voice_share_one_prepared_graph(tiny_voice_dir):
 
 def test_split_weights_give_the_same_audio_as_the_plain_graph(tiny_voice_dir):
     path = tiny_voice_dir / "tiny.onnx"
-    config = read_voice_config(path.with_name("tiny.onnx.json"))
+    config, _ = read_voice_config(path.with_name("tiny.onnx.json"))
     model, channels, durations = rewrite_graph(onnx.load(str(path)))
     plain = loader.RewrittenGraph(
         ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]),
@@ -149,7 +149,7 @@ def test_given_run_options_keep_their_entries_and_gain_the_shrink_entry_over_bud
 
 def test_a_real_session_over_budget_runs_and_gives_the_same_audio(tiny_voice_dir):
     path = tiny_voice_dir / "tiny.onnx"
-    config = read_voice_config(path.with_name("tiny.onnx.json"))
+    config, _ = read_voice_config(path.with_name("tiny.onnx.json"))
     graph = load_graph(path, 1, 1)
     kept = synthesize_batch(graph, config, [IDS], [(7, 0)], 1.0, 12.0)[0]
     graph.session.budget = ArenaBudget(headroom_bytes=0, rss=FakeRss(1))

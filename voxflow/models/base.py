@@ -112,9 +112,9 @@ class TextFrontendStage(Stage):
 class ModelFamily(ABC):
     """A loaded model family: voices, limits and stages.
 
-    Lifecycle: constructed with its validated settings (weights loaded, sessions created), then
-    `stages()` is called once by the engine, then `warmup_text` is synthesized once before the
-    engine reports ready.
+    Lifecycle: constructed with its validated settings (weights loaded, sessions created, its
+    voices recorded with `set_voices`), then `stages()` is called once by the engine, then
+    `warmup_text` is synthesized once before the engine reports ready.
     """
 
     family: ClassVar[str]
@@ -123,16 +123,31 @@ class ModelFamily(ABC):
     def __init__(self, name: str, settings: BaseModel):
         self.name = name
         self.settings = settings
+        self._voices: dict[str, Voice] = {}
+        self._default_voice = ""
+
+    def set_voices(self, voices: dict[str, Voice], default: str) -> None:
+        """Record the loaded voices (by id) and the default one.
+
+        Raises:
+            ValueError: `default` is not among `voices` (names both), or there are none.
+        """
+        if default not in voices:
+            raise ValueError(
+                f"default_voice '{default}' is not among the loaded voices: "
+                f"{', '.join(sorted(voices)) or 'none'}"
+            )
+        self._voices, self._default_voice = dict(voices), default
 
     @property
-    @abstractmethod
     def voices(self) -> dict[str, Voice]:
         """Voices by id."""
+        return self._voices
 
     @property
-    @abstractmethod
     def default_voice(self) -> str:
         """The voice used when a request names none (CLI) and the one `make serve` speaks."""
+        return self._default_voice
 
     @abstractmethod
     def stages(self) -> list[Stage]:
@@ -179,7 +194,11 @@ class ModelFamily(ABC):
         return frozenset()
 
     def describe(self) -> dict[str, Any]:
-        """Extra facts for `/v1/models` and the start-up log."""
+        """Facts for the start-up log: the voices, then the family's own (`details`)."""
+        return {"voices": sorted(self.voices), **self.details()}
+
+    def details(self) -> dict[str, Any]:
+        """The family's own facts for `describe` (workers, threads, model file). Default: none."""
         return {}
 
 

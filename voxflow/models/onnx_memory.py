@@ -32,6 +32,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
+from voxflow.malloc import trim_heap, tune_malloc
 from voxflow.memory_budget import BUDGET, ArenaBudget
 
 SHRINK_ENTRY = ("memory.enable_memory_arena_shrinkage", "cpu:0")
@@ -75,6 +76,38 @@ def shared_session_options(intra_op_threads: int, inter_op_threads: int,
     if not spin:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
+
+
+def open_session(
+    model: bytes | str,
+    intra_op_threads: int,
+    inter_op_threads: int,
+    spin: bool = True,
+    weights: SharedWeights | None = None,
+) -> ArenaSession:
+    """Open a CPU ONNX Runtime session the way every voxflow family does.
+
+    `shared_session_options` (the shared arena, no memory patterns), glibc tuned before the
+    load (`voxflow.malloc.tune_malloc`) and the load's garbage handed back after it
+    (`trim_heap`), the process's memory budget raised to the RSS with the session loaded
+    (`BUDGET.note_loaded`), and the session wrapped to shrink the arena when over budget.
+
+    Args:
+        model: the graph's serialized bytes, or a path to a `.onnx` file.
+        intra_op_threads, inter_op_threads: ONNX Runtime thread counts (>= 1).
+        spin: let idle pool threads spin (see `shared_session_options`).
+        weights: initializers taken out of the graph (`SharedWeights`), fed to every run.
+    Raises:
+        onnxruntime errors: an unreadable or invalid graph.
+    """
+    tune_malloc()
+    session = ort.InferenceSession(
+        model, providers=["CPUExecutionProvider"],
+        sess_options=shared_session_options(intra_op_threads, inter_op_threads, spin),
+    )
+    trim_heap()
+    BUDGET.note_loaded()
+    return ArenaSession(session, weights)
 
 
 class SharedWeights:

@@ -29,9 +29,8 @@ from pathlib import Path
 
 import onnxruntime as ort
 
-from voxflow.malloc import trim_heap, tune_malloc
-from voxflow.memory_budget import BUDGET
-from voxflow.models.onnx_memory import ArenaSession, shared_session_options
+from voxflow.malloc import tune_malloc
+from voxflow.models.onnx_memory import ArenaSession, open_session
 
 log = logging.getLogger(__name__)
 
@@ -176,16 +175,11 @@ def load_graph(cache_dir: Path, intra_op_threads: int, inter_op_threads: int) ->
         ValueError: bad parts, or a graph whose inputs/outputs are not Kokoro's.
         OSError: the cache folder is not writable.
     """
-    tune_malloc()
+    tune_malloc()  # before the join: its buffers are returned with the session's
     path = ensure_model(cache_dir)
-    session = ort.InferenceSession(
-        str(path), sess_options=shared_session_options(intra_op_threads, inter_op_threads),
-        providers=["CPUExecutionProvider"],
-    )
+    session = open_session(str(path), intra_op_threads, inter_op_threads)
     _check_io(session, path)
-    trim_heap()
-    BUDGET.note_loaded()
-    return KokoroGraph(ArenaSession(session), path, expected_sha256())
+    return KokoroGraph(session, path, expected_sha256())
 
 
 def load_vocab() -> dict[str, int]:

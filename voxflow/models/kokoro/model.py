@@ -119,28 +119,16 @@ class KokoroFamily(ModelFamily):
             vid: KokoroVoice(Voice(vid, voice_language(vid), SAMPLE_RATE, "kokoro"), table)
             for vid, table in load_packaged_voices().items()
         }
-        if settings.default_voice not in self.voice_models:
-            raise ValueError(
-                f"default_voice '{settings.default_voice}' is not among the loaded voices: "
-                f"{', '.join(sorted(self.voice_models))}"
-            )
-        self._voices = {vid: vm.voice for vid, vm in self.voice_models.items()}
+        self.set_voices({vid: vm.voice for vid, vm in self.voice_models.items()},
+                        settings.default_voice)
         self.graph: KokoroGraph = load_graph(
             settings.cache_dir, settings.intra_op_threads, settings.inter_op_threads
         )
         self.frontend = KokoroFrontend(load_vocab())
 
-    @property
-    def voices(self) -> dict[str, Voice]:
-        return self._voices
-
-    @property
-    def default_voice(self) -> str:
-        return self.settings.default_voice
-
     def languages(self, voice_id: str) -> tuple[str, ...]:
         """Every Kokoro voice speaks every front-end language; its own comes first."""
-        own = self._voices[voice_id].language.lower()
+        own = self.voices[voice_id].language.lower()
         return (own, *(lang for lang in LANGUAGES if lang != own))
 
     def kept_scripts(self, voice_id: str, language: str) -> frozenset[str]:
@@ -151,10 +139,9 @@ class KokoroFamily(ModelFamily):
     def stages(self) -> list[Stage]:
         return [KokoroFrontendStage(self), KokoroAcousticStage(self)]
 
-    def describe(self) -> dict:
+    def details(self) -> dict:
         s = self.settings
         return {
-            "voices": sorted(self._voices),
             "languages": list(LANGUAGES),
             "model": str(self.graph.path),
             "sha256": self.graph.sha256,

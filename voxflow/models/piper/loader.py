@@ -28,38 +28,18 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+import langcodes
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, shape_inference
+from piper.config import PiperConfig
 
 from voxflow.malloc import trim_heap, tune_malloc
-from voxflow.memory_budget import BUDGET
-from voxflow.models.onnx_memory import ArenaSession, SharedWeights, shared_session_options
+from voxflow.models.onnx_memory import ArenaSession, SharedWeights, open_session
 
 DP_NOISE_NODE = "/dp/RandomNormalLike"
 PRIOR_NOISE_NODE = "/RandomNormalLike"
 NOISE_DP_INPUT = "noise_dp"
 NOISE_Z_INPUT = "noise_z"
-
-
-@dataclass(frozen=True)
-class VoiceConfig:
-    """What the engine needs from a voice's `.onnx.json`.
-
-    Attributes:
-        sample_rate: Hz. hop_length: samples per frame. noise_scale, length_scale, noise_w:
-        the voice's inference defaults. language: e.g. "en_US". num_speakers: speakers in the
-        model (voxflow uses the default speaker of multi-speaker voices).
-    """
-
-    sample_rate: int
-    hop_length: int
-    noise_scale: float
-    length_scale: float
-    noise_w: float
-    language: str
-    num_speakers: int
-    default_speaker_id: int
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,28 +63,24 @@ class RewrittenGraph:
     source: PreparedGraph | None = None
 
 
-def read_voice_config(path: Path) -> VoiceConfig:
-    """Parse a Piper `.onnx.json`.
+def read_voice_config(path: Path) -> tuple[PiperConfig, str]:
+    """Read a Piper `.onnx.json` with piper-tts's own `PiperConfig`, and the voice's language.
 
+    Returns:
+        (config, language): the config (sample rate, hop length, inference scales, phoneme
+        map; piper-tts's defaults where the file leaves a field out) and the language as a
+        BCP 47 tag ("en-US"), from the file's ``language.code`` ("en_US") or else its espeak
+        voice ("en-us").
     Raises:
-        ValueError: missing or malformed fields (names the file and field).
+        ValueError: an unreadable file or missing or malformed fields (names the file).
     """
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        inference = raw.get("inference", {})
-        language = raw.get("language", {}).get("code") or raw["espeak"]["voice"]
-        return VoiceConfig(
-            sample_rate=int(raw["audio"]["sample_rate"]),
-            hop_length=int(raw.get("hop_length", 256)),
-            noise_scale=float(inference.get("noise_scale", 0.667)),
-            length_scale=float(inference.get("length_scale", 1.0)),
-            noise_w=float(inference.get("noise_w", 0.8)),
-            language=str(language),
-            num_speakers=int(raw.get("num_speakers", 1)),
-            default_speaker_id=int(raw.get("default_speaker_id", 0)),
-        )
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
+        config = PiperConfig.from_dict(raw)
+        code = (raw.get("language") or {}).get("code") or config.espeak_voice
+    except (OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"voice config {path} is invalid: {type(exc).__name__}: {exc}") from exc
+    return config, langcodes.standardize_tag(str(code).replace("_", "-"))
 
 
 def _find(graph: onnx.GraphProto, name: str, op_type: str) -> onnx.NodeProto:
@@ -206,13 +182,8 @@ def load_graph(
     Raises:
         ValueError: not a Piper VITS graph. onnx/onnxruntime errors: unreadable file.
     """
-    tune_malloc()
+    tune_malloc()  # before the parse: the rewrite's garbage is returned with the session's
     prepared = prepare_graph(Path(onnx_path))
-    session = ort.InferenceSession(
-        prepared.model_bytes, providers=["CPUExecutionProvider"],
-        sess_options=shared_session_options(intra_op_threads, inter_op_threads, spin),
-    )
-    trim_heap()
-    BUDGET.note_loaded()
-    return RewrittenGraph(ArenaSession(session, prepared.weights), prepared.noise_channels,
-                          prepared.durations_output, prepared)
+    session = open_session(prepared.model_bytes, intra_op_threads, inter_op_threads, spin,
+                           prepared.weights)
+    return RewrittenGraph(session, prepared.noise_channels, prepared.durations_output, prepared)

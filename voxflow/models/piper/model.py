@@ -7,7 +7,6 @@ segments -> one waveform each, trimmed to the row's own length).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Hashable
@@ -19,7 +18,7 @@ from piper.config import PiperConfig
 from voxflow.audio.stretch import split_speed, time_stretch
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
-from voxflow.models.piper.loader import RewrittenGraph, VoiceConfig, load_graph, read_voice_config
+from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_config
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import synthesize_batch
 from voxflow.stages.items import StageBatch, StageItem
@@ -32,11 +31,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class PiperVoiceModel:
-    """A loaded voice: public facts, its json config and its serving graph."""
+    """A loaded voice: public facts, its json config (piper-tts's class) and its serving graph."""
 
     voice: Voice
-    config: VoiceConfig
-    piper_config: PiperConfig
+    config: PiperConfig
     graph: RewrittenGraph
     # More threads, for a segment that runs alone (None when solo_threads is off).
     solo_graph: RewrittenGraph | None = None
@@ -62,15 +60,13 @@ def load_voice(voice_id: str, onnx_path: Path, settings: PiperSettings) -> Piper
     Raises:
         ValueError: bad config json or a graph that is not a Piper VITS export.
     """
-    json_path = Path(f"{onnx_path}.json")
-    config = read_voice_config(json_path)
-    piper_config = PiperConfig.from_dict(json.loads(json_path.read_text(encoding="utf-8")))
+    config, language = read_voice_config(Path(f"{onnx_path}.json"))
     graph = load_graph(onnx_path, settings.intra_op_threads, settings.inter_op_threads)
     solo = None
     if settings.solo_threads > settings.intra_op_threads:
         solo = load_graph(onnx_path, settings.solo_threads, settings.inter_op_threads, spin=False)
-    voice = Voice(voice_id, config.language.replace("_", "-"), config.sample_rate, "piper")
-    return PiperVoiceModel(voice, config, piper_config, graph, solo)
+    voice = Voice(voice_id, language, config.sample_rate, "piper")
+    return PiperVoiceModel(voice, config, graph, solo)
 
 
 class PiperFrontendStage(TextFrontendStage):
@@ -85,10 +81,10 @@ class PiperFrontendStage(TextFrontendStage):
         voice = self._family.voice_models[item.request.voice]
         if run.phonemes:
             return ipa_to_segments(
-                voice.piper_config, run.text, run.phonemes, s.max_segment_phonemes
+                voice.config, run.text, run.phonemes, s.max_segment_phonemes
             )
         return text_to_segments(
-            voice.piper_config, run.text, s.max_segment_chars,
+            voice.config, run.text, s.max_segment_chars,
             s.first_segment_chars if first else None, s.max_segment_phonemes,
         )
 
@@ -158,28 +154,15 @@ class PiperFamily(ModelFamily):
         super().__init__(name, settings)
         files = _voice_files(settings)
         self.voice_models = {vid: load_voice(vid, path, settings) for vid, path in files.items()}
-        if settings.default_voice not in self.voice_models:
-            raise ValueError(
-                f"default_voice '{settings.default_voice}' is not among the loaded voices: "
-                f"{', '.join(sorted(self.voice_models))}"
-            )
-        self._voices = {vid: vm.voice for vid, vm in self.voice_models.items()}
-
-    @property
-    def voices(self) -> dict[str, Voice]:
-        return self._voices
-
-    @property
-    def default_voice(self) -> str:
-        return self.settings.default_voice
+        self.set_voices({vid: vm.voice for vid, vm in self.voice_models.items()},
+                        settings.default_voice)
 
     def stages(self) -> list[Stage]:
         return [PiperFrontendStage(self), PiperAcousticStage(self)]
 
-    def describe(self) -> dict:
+    def details(self) -> dict:
         s = self.settings
         return {
-            "voices": sorted(self._voices),
             "workers": s.workers,
             "intra_op_threads": s.intra_op_threads,
             "max_batch_size": s.max_batch_size,

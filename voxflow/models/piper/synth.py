@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
+from piper.config import PiperConfig
 
-from voxflow.models.piper.loader import NOISE_DP_INPUT, NOISE_Z_INPUT, RewrittenGraph, VoiceConfig
+from voxflow.models.piper.loader import NOISE_DP_INPUT, NOISE_Z_INPUT, RewrittenGraph
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def _noise(seeds: Sequence[tuple[int, int]], lengths: Sequence[int], t_max: int,
 
 def synthesize_batch(
     graph: RewrittenGraph,
-    config: VoiceConfig,
+    config: PiperConfig,
     rows: Sequence[np.ndarray],
     seeds: Sequence[tuple[int, int]],
     speed: float,
@@ -63,7 +64,7 @@ def synthesize_batch(
     feed = {
         "input": ids,
         "input_lengths": np.asarray(lengths, np.int64),
-        "scales": np.asarray([config.noise_scale, length_scale, config.noise_w], np.float32),
+        "scales": np.asarray([config.noise_scale, length_scale, config.noise_w_scale], np.float32),
     }
     if config.num_speakers > 1:
         feed["sid"] = np.full((len(rows),), config.default_speaker_id, np.int64)
