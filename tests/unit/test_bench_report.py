@@ -9,8 +9,9 @@ from dataclasses import replace
 
 from voxflow.bench.compare import ArmStart, comparison, comparison_table, logged_settings
 from voxflow.bench.metrics import LevelStats, Spread
-from voxflow.bench.report import fmt_spread, run_table, runs_record, write_json
+from voxflow.bench.report import fmt_spread, run_table, runs_record
 from voxflow.bench.runner import CaseRun
+from voxflow.records import write_json
 
 STATS = LevelStats(
     concurrency=1, requests=5, ok=5, errors=0, errors_by_kind={}, wall_s=2.0, audio_s=10.0,

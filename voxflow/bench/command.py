@@ -27,9 +27,10 @@ from voxflow.bench.compare import comparison, comparison_table, run_compare
 from voxflow.bench.errors import EXIT_FAILED, EXIT_USAGE, BenchError
 from voxflow.bench.idle import GateResult, LoadSource, PsutilLoad, wait_idle
 from voxflow.bench.machine import git_state, machine_record
-from voxflow.bench.report import gates_record, run_table, runs_record, write_json
+from voxflow.bench.report import gates_record, run_table, runs_record
 from voxflow.bench.runner import Case, LevelGuard, run_sweep
 from voxflow.eval.clips import write_clip
+from voxflow.records import write_json
 
 
 def say(line: str) -> None:

@@ -8,10 +8,8 @@ with every load sample, and the machine and server records.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 from voxflow.bench.metrics import LevelStats, Spread, merge_errors, summarize
@@ -92,16 +90,3 @@ def gates_record(runs: list[CaseRun]) -> list[dict[str, Any]]:
     return [g.to_dict() for r in runs for g in r.gates]
 
 
-def write_json(path: Path | str, record: dict[str, Any]) -> None:
-    """Write `record` as indented JSON (NaN and infinity as null)."""
-    Path(path).write_text(json.dumps(_finite(record), indent=2) + "\n", encoding="utf-8")
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

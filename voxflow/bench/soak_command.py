@@ -28,7 +28,6 @@ from voxflow.bench.command import _stop_on_sigterm
 from voxflow.bench.errors import EXIT_FAILED, EXIT_USAGE, BenchError
 from voxflow.bench.machine import git_state, machine_record
 from voxflow.bench.memory import pick_source
-from voxflow.bench.report import write_json
 from voxflow.bench.runner import Case, http_client
 from voxflow.bench.soak import (
     MAX_CLIENTS,
@@ -39,6 +38,7 @@ from voxflow.bench.soak import (
     soak_schedule,
     soak_table,
 )
+from voxflow.records import write_json
 
 DEFAULT_FORMATS = "mp3,opus,aac,wav"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -12,7 +12,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from voxflow.bench.report import write_json
+from voxflow.records import write_json
 
 
 def named_folder(text: str) -> tuple[str, Path]:
