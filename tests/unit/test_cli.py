@@ -6,8 +6,10 @@ packaged joe voice end to end.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -181,6 +183,7 @@ def test_speak_unknown_voice_exits_2_naming_it(capsys, tmp_path, tiny_config) ->
 )
 def test_speak_input_errors_exit_2_before_loading(capsys, tmp_path, monkeypatch, argv, expected):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", TerminalStdin())  # nothing piped: no text at all
     monkeypatch.setattr(cli_speak, "synthesize", _must_not_run)
     err = run_fail(capsys, ["speak", *argv])
     assert expected in err
@@ -202,6 +205,20 @@ def test_speak_unspeakable_text_exits_2(capsys, tmp_path, tiny_config) -> None:
 
 def _must_not_run(*args, **kwargs):
     raise AssertionError("the engine must not start for a bad request")
+
+
+class TerminalStdin(io.StringIO):
+    """A stdin that is a terminal (nothing piped in)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class PipedStdin(io.StringIO):
+    """A stdin with text piped in."""
+
+    def isatty(self) -> bool:
+        return False
 
 
 # ---- configuration errors -----------------------------------------------------------------------
@@ -257,15 +274,30 @@ def test_serve_maps_flags_and_logs_the_settings_as_json(capsys, monkeypatch) -> 
 def test_voices_json_lists_the_tiny_voice(capsys, tiny_config) -> None:
     out, _ = run_ok(capsys, ["voices", "--config", str(tiny_config), "--json"])
     assert json.loads(out) == [{
-        "voice": "tiny", "model": "tiny-piper", "family": "piper", "language": "en-US",
-        "sample_rate": 16000, "default": True,
+        "id": "tiny", "object": "voice", "model": "tiny-piper", "family": "piper",
+        "language": "en-US", "languages": ["en-US"], "sample_rate": 16000, "default": True,
     }]
+
+
+def test_item9_voices_json_has_the_shape_of_the_api_voices(capsys, tiny_config) -> None:
+    """Issue 8 item 9: `voices --json` items are exactly `GET /v1/audio/voices` items ("id",
+    not "voice"), for the same configuration."""
+    from fastapi.testclient import TestClient
+
+    from voxflow.server.app import create_app
+
+    out, _ = run_ok(capsys, ["voices", "--config", str(tiny_config), "--json"])
+    cli = json.loads(out)
+    with TestClient(create_app(load_settings(tiny_config))) as client:
+        api = client.get("/v1/audio/voices").json()["data"]
+    assert cli == api
+    assert [v["id"] for v in cli] == ["tiny"] and "voice" not in cli[0]
 
 
 def test_voices_table_and_unknown_model(capsys, tiny_config) -> None:
     out, _ = run_ok(capsys, ["voices", "--config", str(tiny_config)])
     header, row = out.splitlines()[:2]
-    assert header.split() == ["VOICE", "MODEL", "FAMILY", "LANGUAGE", "SAMPLE_RATE"]
+    assert header.split() == ["VOICE", "MODEL", "FAMILY", "LANGUAGES", "SAMPLE_RATE"]
     assert row.split() == ["tiny", "*", "tiny-piper", "piper", "en-US", "16000"]
     err = run_fail(capsys, ["voices", "--config", str(tiny_config), "--model", "piper"])
     assert "'piper'" in err and "tiny-piper" in err
@@ -293,3 +325,122 @@ def test_speak_with_the_real_joe_voice(capsys, tmp_path) -> None:
     info = sf.info(str(out))
     assert info.samplerate == 22050
     assert 0.5 < info.duration < 10
+
+
+# ---- issue 8, items 7 and 8 ---------------------------------------------------------------------
+@pytest.mark.parametrize("target", ["/proc/x.wav", "DIR", "DIR/sub.wav", "/no/such/dir/x.wav"])
+def test_item7_unwritable_output_exits_2_before_loading(capsys, tmp_path, monkeypatch, target):
+    """Issue 8 item 7: `-o /proc/x.wav`, `-o some_directory` (with or without a suffix) and a
+    missing folder fail at once with one line and exit 2, before any model is loaded."""
+    (tmp_path / "sub.wav").mkdir()
+    target = target.replace("DIR", str(tmp_path))
+    monkeypatch.setattr(cli_speak, "synthesize", _must_not_run)
+    argv = ["speak", TEXT, "-o", target]
+    if not Path(target).suffix:
+        argv += ["--format", "wav"]
+    err = run_fail(capsys, argv)
+    assert err.startswith(f"voxflow: cannot write {target}: ") and err.count("\n") == 1, err
+    if Path(target).is_dir():
+        assert "is a directory" in err
+    assert not Path("/proc/x.wav").exists()
+
+
+def test_item7_output_check_leaves_no_file_behind(tmp_path) -> None:
+    """Issue 8 item 7: the write check creates nothing and leaves an existing file's bytes."""
+    new, old = tmp_path / "new.wav", tmp_path / "old.wav"
+    old.write_bytes(b"keep")
+    cli_speak.check_output(str(new))
+    cli_speak.check_output(str(old))
+    assert not new.exists() and old.read_bytes() == b"keep"
+
+
+def test_item7_format_contradicting_the_suffix_is_refused(capsys, tmp_path, monkeypatch):
+    """Issue 8 item 7: `-o b.wav --format mp3` is refused (exit 2, nothing written) instead of
+    writing MP3 bytes into a .wav."""
+    monkeypatch.setattr(cli_speak, "synthesize", _must_not_run)
+    out = tmp_path / "b.wav"
+    err = run_fail(capsys, ["speak", TEXT, "-o", str(out), "--format", "mp3"])
+    assert f"--format mp3 contradicts the suffix of {out} (wav)" in err
+    assert not out.exists()
+
+
+def test_item7_format_comes_from_the_suffix_or_agrees_with_it(capsys, tmp_path, tiny_config):
+    """Issue 8 item 7: without --format the suffix decides (b.mp3 is MP3); --format that agrees
+    (.ogg + opus) or names the format of a file without a known suffix is accepted."""
+    cases = [("b.mp3", None, "MP3"), ("c.ogg", "opus", "OGG"), ("d.audio", "wav", "WAV"),
+             ("e.WAV", "wav", "WAV")]
+    for name, fmt, container in cases:
+        out = tmp_path / name
+        argv = ["speak", TEXT, "-o", str(out), "--config", str(tiny_config)]
+        run_ok(capsys, argv + (["--format", fmt] if fmt else []))
+        assert sf.info(str(out)).format == container, name
+
+
+def test_item8_language_reaches_the_engine_request(capsys, tmp_path, tiny_config) -> None:
+    """Issue 8 item 8: `--language` is the API's `language`: one the voice speaks is accepted,
+    another is refused by the engine (exit 2, naming it)."""
+    out = tmp_path / "x.wav"
+    base = ["speak", TEXT, "-o", str(out), "--config", str(tiny_config), "--seed", "2"]
+    run_ok(capsys, [*base, "--language", "en"])
+    assert sf.info(str(out)).frames > 0
+    err = run_fail(capsys, [*base, "--language", "ja"])
+    assert "does not speak language 'ja'" in err and "en-US" in err
+
+
+def test_item8_unquoted_words_and_piped_stdin_give_the_same_audio(
+    capsys, tmp_path, tiny_config, monkeypatch
+) -> None:
+    """Issue 8 item 8: `speak Hi there -o x.wav` (words joined with spaces) and
+    `echo "Hi there" | speak -o x.wav` speak exactly the text `speak "Hi there"` does."""
+    words = TEXT.split()
+    common = ["--config", str(tiny_config), "--seed", "5"]
+    quoted, unquoted, piped = (tmp_path / f"{n}.wav" for n in ("quoted", "unquoted", "piped"))
+    run_ok(capsys, ["speak", TEXT, "-o", str(quoted), *common])
+    run_ok(capsys, ["speak", *words, "-o", str(unquoted), *common])
+    monkeypatch.setattr(sys, "stdin", PipedStdin(TEXT + "\n"))
+    run_ok(capsys, ["speak", "-o", str(piped), *common])
+    assert quoted.read_bytes() == unquoted.read_bytes() == piped.read_bytes()
+    monkeypatch.setattr(sys, "stdin", PipedStdin("  \n"))
+    err = run_fail(capsys, ["speak", "-o", str(tmp_path / "empty.wav"), *common])
+    assert "stdin has no text to speak" in err
+    err = run_fail(capsys, ["speak", "Hi", "-f", "x.txt", "-o", str(tmp_path / "y.wav")])
+    assert "not both" in err
+
+
+def test_item8_piped_text_from_a_real_shell_pipe(tmp_path, tiny_config) -> None:
+    """Issue 8 item 8: `echo hi there | voxflow speak -o x.wav` in a real process."""
+    out = tmp_path / "x.wav"
+    result = subprocess.run(
+        [sys.executable, "-m", "voxflow", "speak", "-o", str(out), "--config", str(tiny_config)],
+        input="Hi there, this came through a pipe.\n", capture_output=True, text=True,
+        check=False, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert sf.info(str(out)).samplerate == 16000 and sf.info(str(out)).frames > 0
+
+
+def test_item8_progress_bar_ends_at_the_summary(capsys, tmp_path, tiny_config) -> None:
+    """Issue 8 item 8: the last state the progress bar draws has every segment and the audio
+    seconds of the summary line (it used to stop one segment behind)."""
+    out = tmp_path / "p.wav"
+    text = " ".join(f"Sentence number {n} is here." for n in range(1, 8))
+    _, err = run_ok(capsys, ["speak", text, "-o", str(out), "--progress",
+                             "--config", str(tiny_config)])
+    states = [s for s in re.split(r"[\r\n]", err) if s.startswith("synthesizing:")]
+    last = states[-1]
+    done, total = map(int, re.search(r"(\d+)/(\d+)", last).groups())
+    assert done == total >= 7, last
+    seconds = sf.info(str(out)).duration
+    summary = err.strip().splitlines()[-1]
+    assert f"{seconds:.2f} s of audio" in summary
+    assert f"{seconds:.1f} s audio" in last, (last, summary)
+
+
+def test_item8_opus_summary_prints_the_rate_of_the_file(capsys, tmp_path) -> None:
+    """Issue 8 item 8: Opus from the 22,050 Hz joe voice is a 48 kHz file, and the summary
+    says 48000 Hz (not the voice's 22,050)."""
+    out = tmp_path / "joe.opus"
+    _, err = run_ok(capsys, ["speak", "Short and sweet.", "-o", str(out),
+                             "--config", str(DEFAULT_CONFIG)])
+    assert sf.info(str(out)).samplerate == 48000
+    assert " s of audio at 48000 Hz in " in err.strip().splitlines()[-1]

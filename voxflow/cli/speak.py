@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -14,15 +15,17 @@ from typing import Any, BinaryIO
 import numpy as np
 from tqdm import tqdm
 
+from voxflow.audio.avcodec import codec_rate
 from voxflow.audio.encode import encode_audio
 from voxflow.audio.formats import FORMATS, check_format
 from voxflow.audio.stream import StreamEncoder
 from voxflow.cli.common import CliError, load_cli_settings, only_model
 from voxflow.config import Settings
-from voxflow.engine.engine import SPEED_MAX, SPEED_MIN, Engine
+from voxflow.engine.checks import check_seed, check_speed
+from voxflow.engine.engine import Engine
 from voxflow.engine.request import SpeechRequest
 from voxflow.engine.stream import SpeechStream
-from voxflow.errors import VoxflowError
+from voxflow.errors import InvalidRequestError, VoxflowError
 from voxflow.logging_setup import configure_logging
 
 log = logging.getLogger(__name__)
@@ -51,11 +54,15 @@ STDOUT = "-"
 def add_speak(commands, common: argparse.ArgumentParser) -> None:
     p = commands.add_parser(
         "speak", parents=[common], help="synthesize text to an audio file, without a server",
-        description="Synthesize TEXT (or the contents of -f FILE) in process and write audio.",
+        description="Synthesize TEXT (or the contents of -f FILE, or text piped on stdin) in "
+        "process and write audio.",
     )
-    source = p.add_mutually_exclusive_group()
-    source.add_argument("text", nargs="?", metavar="TEXT", help="text to speak")
-    source.add_argument("-f", "--file", metavar="FILE", help="read the text from FILE (- = stdin)")
+    p.add_argument(
+        "text", nargs="*", metavar="TEXT",
+        help="text to speak; several words are joined with spaces (quotes optional); "
+        "without TEXT or -f, text piped on stdin is read",
+    )
+    p.add_argument("-f", "--file", metavar="FILE", help="read the text from FILE (- = stdin)")
     p.add_argument(
         "-o", "--output", required=True, metavar="OUT",
         help="output file; its suffix gives the format (.wav, .mp3, ...); - = stdout",
@@ -67,6 +74,11 @@ def add_speak(commands, common: argparse.ArgumentParser) -> None:
         help=f"audio format: {', '.join(FORMATS)} (default: from OUT's suffix)",
     )
     p.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4 (1)")
+    p.add_argument(
+        "--language", metavar="TAG",
+        help="language the text is read in (en, en-GB, ja; as the API's `language`; default: "
+        "decided from the text among the voice's languages)",
+    )
     p.add_argument("--seed", type=int, help="seed for reproducible audio (same bytes every run)")
     p.add_argument(
         "--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -95,41 +107,64 @@ class SpeakResult:
         return self.synth_s / self.audio_s if self.audio_s > 0 else float("inf")
 
 
-def read_text(text: str | None, file: str | None) -> str:
-    """The text to speak, from the argument or the file (``-`` = stdin); never empty.
+def read_text(text: str | list[str] | None, file: str | None) -> str:
+    """The text to speak; never empty.
+
+    From the TEXT words (joined with single spaces), else the file (``-`` = stdin), else
+    stdin when it is not a terminal (``echo hi | voxflow speak -o x.wav``).
 
     Raises:
-        CliError: neither or an unreadable file, or only whitespace.
+        CliError: both TEXT and -f, nothing to read (no TEXT, no -f, stdin a terminal), an
+            unreadable file, or only whitespace.
     """
+    if isinstance(text, list):
+        text = " ".join(text) if text else None
+    if text is not None and file is not None:
+        raise CliError("give the text to speak or -f FILE, not both")
     if file is None and text is None:
-        raise CliError("give the text to speak, or -f FILE")
+        if sys.stdin is None or sys.stdin.isatty():
+            raise CliError("give the text to speak, -f FILE, or pipe text on stdin")
+        file = STDOUT  # "-": read stdin
     if file is not None:
         try:
             text = sys.stdin.read() if file == STDOUT else Path(file).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
-            raise CliError(f"cannot read {file}: {reason}") from None
+            raise CliError(f"cannot read {'stdin' if file == STDOUT else file}: {reason}") from None
     assert text is not None
     if not text.strip():
         where = "stdin" if file == STDOUT else file
-        raise CliError(f"{where} has no text to speak" if file else "the text to speak is empty")
+        if file is None:
+            raise CliError("the text to speak is empty")
+        raise CliError(f"{where} has no text to speak (give TEXT or -f FILE)")
     return text
 
 
 def output_format(output: str, fmt: str | None) -> str:
-    """The audio format: ``--format`` if given, else from the output file's suffix.
+    """The audio format: from the output file's suffix, or ``--format``; both must agree.
+
+    ``-o b.wav --format mp3`` is refused rather than writing MP3 into a ``.wav``; ``--format``
+    alone names the format of stdout or of a file without a known suffix.
 
     Raises:
-        CliError: unknown format, or no ``--format`` with stdout or an unknown suffix.
+        CliError: unknown format, ``--format`` contradicting the suffix, or no ``--format``
+            with stdout or an unknown suffix.
     """
+    suffix = Path(output).suffix.lower() if output != STDOUT else ""
     if fmt is not None:
         try:
-            return check_format(fmt.lower())
+            chosen = check_format(fmt.lower())
         except ValueError as exc:
             raise CliError(str(exc)) from None
+        implied = SUFFIX_FORMATS.get(suffix)
+        if implied is not None and implied != chosen:
+            raise CliError(
+                f"--format {chosen} contradicts the suffix of {output} ({implied}); drop "
+                f"--format or name the file with a .{chosen} suffix"
+            )
+        return chosen
     if output == STDOUT:
         raise CliError(f"writing to stdout needs --format ({', '.join(FORMATS)})")
-    suffix = Path(output).suffix.lower()
     if suffix not in SUFFIX_FORMATS:
         known = ", ".join(SUFFIX_FORMATS)
         raise CliError(
@@ -139,20 +174,57 @@ def output_format(output: str, fmt: str | None) -> str:
     return SUFFIX_FORMATS[suffix]
 
 
+def check_output(output: str) -> None:
+    """Make sure `output` can be written, before any model is loaded.
+
+    The path must not be a directory and its folder must exist; a new file is created and
+    removed again (so ``/proc/x.wav`` or a read-only folder fails here, not after the whole
+    synthesis), an existing one opened for appending (its bytes untouched).
+
+    Raises:
+        CliError: a directory, a missing folder, or a file that cannot be created or written.
+    """
+    if output == STDOUT:
+        return
+    path = Path(output)
+    if path.is_dir():
+        raise CliError(f"cannot write {output}: it is a directory; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        raise CliError(f"cannot write {output}: folder {folder} does not exist")
+    try:
+        if path.exists():
+            with open(path, "ab"):
+                pass
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            path.unlink()
+    except OSError as exc:
+        raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
+
+
+def file_rate(fmt: str, sample_rate: int) -> int:
+    """The sample rate of the file `speak` writes in `fmt` for audio at `sample_rate` Hz: the
+    audio's own, except where the codec cannot take it (Opus: 8, 12, 16, 24 or 48 kHz only,
+    so 22,050 Hz audio becomes a 48 kHz file)."""
+    if fmt in ("pcm", "wav"):
+        return sample_rate
+    return codec_rate(fmt, sample_rate)
+
+
 def check_request(args: argparse.Namespace) -> None:
     """Reject a bad output path, speed or seed before any model is loaded.
 
     Raises:
-        CliError: the output's folder does not exist, speed out of range, negative seed.
+        CliError: the output cannot be written (`check_output`), speed out of range,
+            seed outside 0..2**63-1.
     """
-    if args.output != STDOUT:
-        folder = Path(args.output).parent
-        if not folder.is_dir():
-            raise CliError(f"cannot write {args.output}: folder {folder} does not exist")
-    if not SPEED_MIN <= args.speed <= SPEED_MAX:
-        raise CliError(f"--speed must be between {SPEED_MIN} and {SPEED_MAX}, got {args.speed}")
-    if args.seed is not None and args.seed < 0:
-        raise CliError(f"--seed must be a non-negative integer, got {args.seed}")
+    check_output(args.output)
+    try:  # the engine's own checks (voxflow.engine.checks), before the model loads
+        check_speed(args.speed)
+        check_seed(args.seed)
+    except InvalidRequestError as exc:
+        raise CliError(f"--{exc.param}: {exc.message}") from None
 
 
 class AudioOutput:
@@ -178,14 +250,24 @@ class AudioOutput:
             return
         if self._encoder is None:
             self._encoder = StreamEncoder(self.fmt, sample_rate)
-            self._file = sys.stdout.buffer if self.target == STDOUT else open(self.target, "wb")
+            self._file = sys.stdout.buffer if self.target == STDOUT else self._open()
         self._emit(self._encoder.push(samples))
+
+    def _open(self) -> BinaryIO:
+        try:
+            return open(self.target, "wb")
+        except OSError as exc:
+            raise CliError(f"cannot write {self.target}: {exc.strerror or exc}", 1) from None
 
     def finish(self, sample_rate: int) -> None:
         """Complete the output (flush the stream, or encode and write the whole file)."""
         if not self.streaming:
             audio = np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
-            Path(self.target).write_bytes(encode_audio(audio, sample_rate, self.fmt))
+            data = encode_audio(audio, sample_rate, self.fmt)
+            try:
+                Path(self.target).write_bytes(data)
+            except OSError as exc:
+                raise CliError(f"cannot write {self.target}: {exc.strerror or exc}", 1) from None
             return
         if self._encoder is None:  # no chunk at all: still write a valid (empty) stream
             self.write(np.zeros(0, np.float32), sample_rate)
@@ -222,7 +304,12 @@ def _progress_bar(show: bool) -> tqdm:
 
 
 async def _drain(stream: SpeechStream, output: AudioOutput, show_progress: bool) -> int:
-    """Write every chunk of `stream` to `output`; returns the number of samples."""
+    """Write every chunk of `stream` to `output`; returns the number of samples.
+
+    The bar counts segments delivered; its audio seconds are set before each count so a drawn
+    state is never a segment behind, and the last state (every segment, all the audio) is
+    drawn before the bar closes, so it ends where the summary line does.
+    """
     samples = 0
     with _progress_bar(show_progress) as bar:
         async with stream:
@@ -232,15 +319,18 @@ async def _drain(stream: SpeechStream, output: AudioOutput, show_progress: bool)
                 total = stream.state.segments_total
                 if bar.total is None and total is not None:
                     bar.total = total
+                bar.set_postfix_str(f"{samples / chunk.sample_rate:.1f} s audio", refresh=False)
                 if chunk.samples.size:
                     bar.update(1)
-                bar.set_postfix_str(f"{samples / chunk.sample_rate:.1f} s audio", refresh=False)
+                if chunk.is_last:
+                    bar.n = bar.total if bar.total is not None else bar.n
+                    bar.refresh()
     return samples
 
 
 async def _start_engine(settings: Settings) -> tuple[Engine, float]:
     """Load the models (no warm-up unless configured); returns the engine and load seconds."""
-    engine = Engine(settings)
+    engine = Engine(settings, limit_input=False)  # a file of any length, segment by segment
     t0 = time.perf_counter()
     try:
         await engine.start()
@@ -265,7 +355,10 @@ async def synthesize(
     try:
         voice = args.voice or engine.family(model).default_voice
         print(f"loaded model {model} in {load_s:.2f} s", file=sys.stderr)
-        request = SpeechRequest(model, text, voice, speed=args.speed, seed=args.seed)
+        request = SpeechRequest(
+            model, text, voice, speed=args.speed, seed=args.seed,
+            language=getattr(args, "language", None),
+        )
         t0 = time.perf_counter()
         stream = engine.submit(request)
         samples = await _drain(stream, output, progress)
@@ -279,9 +372,9 @@ async def synthesize(
 
 def cmd_speak(args: argparse.Namespace) -> int:
     """Synthesize text to a file or stdout and report duration, rate and speed on stderr."""
-    text = read_text(args.text, args.file)
+    check_request(args)  # the output path first: `-o some_directory` says so
     fmt = output_format(args.output, args.fmt)
-    check_request(args)
+    text = read_text(args.text, args.file)
     settings = only_model(load_cli_settings(args, before=SPEAK_DEFAULTS), args.model)
     configure_logging("info" if args.verbose else "warning", tracebacks=args.verbose)
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
@@ -294,7 +387,8 @@ def cmd_speak(args: argparse.Namespace) -> int:
         raise
     where = "<stdout>" if args.output == STDOUT else args.output
     print(
-        f"wrote {where}: {result.audio_s:.2f} s of audio at {result.sample_rate} Hz "
+        f"wrote {where}: {result.audio_s:.2f} s of audio at "
+        f"{file_rate(fmt, result.sample_rate)} Hz "
         f"in {result.synth_s:.2f} s (RTF {result.rtf:.3f})",
         file=sys.stderr,
     )

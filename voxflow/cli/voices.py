@@ -12,6 +12,7 @@ from voxflow.config import Settings
 from voxflow.logging_setup import configure_logging
 from voxflow.models.base import ModelFamily
 from voxflow.models.registry import family_class
+from voxflow.server.listings import voice_entry
 
 log = logging.getLogger(__name__)
 
@@ -40,28 +41,28 @@ def load_family(name: str, family: str, options: Any) -> ModelFamily:
 
 
 def voice_rows(settings: Settings) -> list[dict[str, Any]]:
-    """One row per voice of every model in `settings`: voice, model, family, language, rate."""
+    """One row per voice of every model in `settings`, sorted by voice id within a model.
+
+    Each row is exactly an item of ``GET /v1/audio/voices``
+    (`voxflow.server.listings.voice_entry`: ``id``, ``object``, ``model``, ``family``,
+    ``language``, ``languages``, ``sample_rate``, ``default``), so ``voices --json`` and the API
+    have one shape.
+    """
     rows = []
     for spec in settings.models:
         family = load_family(spec.name, spec.family, spec.options)
-        for voice in sorted(family.voices.values(), key=lambda v: v.id):
-            rows.append({
-                "voice": voice.id,
-                "model": spec.name,
-                "family": voice.family,
-                "language": voice.language,
-                "sample_rate": voice.sample_rate,
-                "default": voice.id == family.default_voice,
-            })
+        for voice_id in sorted(family.voices):
+            rows.append(voice_entry(spec.name, family, voice_id))
     return rows
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    """`voice_rows` as an aligned text table; the default voice of each model is starred."""
-    header = ["VOICE", "MODEL", "FAMILY", "LANGUAGE", "SAMPLE_RATE"]
+    """`voice_rows` as an aligned text table (every language a voice accepts, its own
+    first); the default voice of each model is starred."""
+    header = ["VOICE", "MODEL", "FAMILY", "LANGUAGES", "SAMPLE_RATE"]
     body = [
-        [r["voice"] + (" *" if r["default"] else ""), r["model"], r["family"], r["language"],
-         str(r["sample_rate"])]
+        [r["id"] + (" *" if r["default"] else ""), r["model"], r["family"],
+         ",".join(r.get("languages") or [r["language"]]), str(r["sample_rate"])]
         for r in rows
     ]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
