@@ -17,7 +17,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from voxflow.config import Settings
+from voxflow.engine.admission import Admission
 from voxflow.engine.ar_loop import AutoregressiveLoop
+from voxflow.engine.checks import SPEED_MAX, SPEED_MIN, check_input, check_seed, check_speed
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.request import Deadlines, RequestState, SpeechRequest
 from voxflow.engine.scheduler import Job, StageQueue, drain
@@ -27,7 +29,6 @@ from voxflow.errors import (
     EngineNotReadyError,
     InvalidRequestError,
     ModelNotFoundError,
-    OverloadedError,
     echo,
 )
 from voxflow.models.base import ModelFamily, match_language
@@ -40,7 +41,6 @@ from voxflow.text.scripts import check_document, readable_scripts, spoken_text
 
 log = logging.getLogger(__name__)
 
-SPEED_MIN, SPEED_MAX = 0.25, 4.0  # the OpenAI speech API's range
 
 
 def _check_run_speeds(document: SpeechDocument, speed: float) -> None:
@@ -76,18 +76,24 @@ class ServedModel:
 class Engine:
     """Serves every model in `settings.models` from one process.
 
+    Args:
+        settings: the validated deployment.
+        limit_input: refuse inputs over `server.max_input_chars` (True for the server).
+
     Lifecycle: `await start()` loads models, starts workers, runs a warm-up synthesis per model;
     `submit()` while running; `stop()` closes queues and joins workers.
     """
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, *, limit_input: bool = True):
         self.settings = settings
+        # The server's `max_input_chars` (off for `voxflow speak`, which reads whole files).
+        self.max_input_chars = settings.server.max_input_chars if limit_input else None
         self.metrics = EngineMetrics()
         self.models: dict[str, ServedModel] = {m.name: ServedModel(m.name) for m in settings.models}
         self._threads: list[threading.Thread] = []
-        self._slots: asyncio.Semaphore | None = None
-        self._outstanding = 0
-        self._waiting = 0
+        cfg = settings.engine
+        self.admission = Admission(cfg.max_inflight_requests, cfg.max_queued_requests,
+                                   cfg.retry_after_s, self.metrics.inflight, self.metrics.waiting)
         self.started_at = time.monotonic()
         self.created_at = time.time()
         self.ready_after_s: float | None = None
@@ -98,7 +104,6 @@ class Engine:
 
         A model that fails to load is marked failed (shown in `/health`) and the error re-raised.
         """
-        self._slots = asyncio.Semaphore(self.settings.engine.max_inflight_requests)
         for spec in self.settings.models:
             served = self.models[spec.name]
             try:
@@ -173,8 +178,8 @@ class Engine:
         return {
             "status": "ready" if self.ready else "not_ready",
             "models": {name: self._model_health(m) for name, m in self.models.items()},
-            "inflight_requests": self._outstanding - self._waiting,
-            "waiting_requests": self._waiting,
+            "inflight_requests": self.admission.inflight,
+            "waiting_requests": self.admission.waiting,
         }
 
     @staticmethod
@@ -218,6 +223,7 @@ class Engine:
         Raises:
             ModelNotFoundError, InvalidRequestError (param names the field), EngineNotReadyError.
         """
+        check_input(request.text, self.max_input_chars)
         family = self.family(request.model)
         if request.voice not in family.voices:
             raise InvalidRequestError(
@@ -235,21 +241,8 @@ class Engine:
                     param="language",
                     code="unsupported_language",
                 )
-        if not SPEED_MIN <= request.speed <= SPEED_MAX:
-            raise InvalidRequestError(
-                f"speed must be between {SPEED_MIN} and {SPEED_MAX}, got {request.speed}.",
-                param="speed",
-                code="speed_out_of_range",
-            )
-        if not request.text.strip():
-            raise InvalidRequestError(
-                "input must not be empty or only whitespace.", param="input", code="empty_input"
-            )
-        if request.seed is not None and not 0 <= request.seed < 2**63:
-            raise InvalidRequestError(
-                f"seed must be an integer from 0 to 2**63-1, got {request.seed}.", param="seed",
-                code="invalid_value",
-            )
+        check_speed(request.speed)
+        check_seed(request.seed)
         document = parse_input(request.text, say_as_language=None)  # say-as as written
         _check_run_speeds(document, request.speed)
         return family, self._read_in_language(request, family, document)
@@ -322,12 +315,7 @@ class Engine:
         if not internal and not self.models[request.model].status == "ready":
             raise EngineNotReadyError(f"model '{request.model}' is still warming up")
         cfg = self.settings.engine
-        if self._outstanding >= cfg.max_inflight_requests + cfg.max_queued_requests:
-            raise OverloadedError(
-                f"Server is at capacity ({cfg.max_inflight_requests} in flight, "
-                f"{cfg.max_queued_requests} queued); retry later.",
-                retry_after=cfg.retry_after_s,
-            )
+        self.admission.reserve()
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
 
@@ -340,10 +328,14 @@ class Engine:
         state = RequestState(request, seed, voice.sample_rate, sink, deadlines)
         state.document = document
         state.on_end(self._releaser(request.model, state.id))
-        self._outstanding += 1
-        self._waiting += 1
-        self._update_gauges()
-        return SpeechStream(self, state, queue, timeout_s or cfg.request_timeout_s, internal)
+        first = self.models[request.model].queues[0]
+
+        def start() -> None:
+            item = StageItem(state.info, WHOLE_REQUEST, document, speed=request.speed)
+            first.put(Job(state, item))
+
+        return SpeechStream(state, queue, timeout_s or cfg.request_timeout_s, self.admission,
+                            start, self._ended, internal)
 
     def _releaser(self, model: str, request_id: str):
         """A callback that frees `request_id`'s per-request state in every stage of `model`."""
@@ -357,39 +349,11 @@ class Engine:
 
         return release
 
-    async def _admit(self, stream: SpeechStream) -> None:
-        """Wait for an in-flight slot, then hand the text to the model's first stage.
-
-        A stream closed (by another task) while it waited gives its slot straight back: its
-        `_finished` already counted it as no longer waiting.
-        """
-        assert self._slots is not None
-        await self._slots.acquire()
-        if stream.done:
-            self._slots.release()
-            return
-        stream.admitted = True
-        self._waiting -= 1
-        self._update_gauges()
-        state = stream.state
-        item = StageItem(state.info, WHOLE_REQUEST, state.document, speed=state.request.speed)
-        self.models[state.request.model].queues[0].put(Job(state, item))
-
-    def _finished(self, stream: SpeechStream, status: str) -> None:
-        """Called once per stream when it ends: frees its slot, records metrics."""
-        state = stream.state
-        if status != "ok":
-            state.cancel()
-        if stream.admitted:
-            assert self._slots is not None
-            self._slots.release()
-        else:
-            self._waiting -= 1
-        self._outstanding -= 1
-        self._update_gauges()
-        state.end()  # stages free what they hold for it: one path for every outcome
+    def _ended(self, stream: SpeechStream, status: str) -> None:
+        """Called once per stream when it ends: frees the stages' state, records metrics."""
+        stream.state.end()  # stages free what they hold for it: one path for every outcome
         if not stream.internal:
-            self._record(state, status)
+            self._record(stream.state, status)
 
     def _record(self, state: RequestState, status: str) -> None:
         model = state.request.model
@@ -409,6 +373,3 @@ class Engine:
             wall_s = time.perf_counter() - state.submitted_at
             self.metrics.rtf.labels(model).observe(wall_s / audio_s)
 
-    def _update_gauges(self) -> None:
-        self.metrics.inflight.set(self._outstanding - self._waiting)
-        self.metrics.waiting.set(self._waiting)

@@ -37,7 +37,7 @@ class SpeechBody(BaseModel):
     speed: Annotated[float, Field(strict=True)] = 1.0
     stream_format: Literal["audio", "sse"] = "audio"
     instructions: StrictStr | None = None
-    seed: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
+    seed: StrictInt | None = None  # range checked by the engine (voxflow.engine.checks)
     # None: the server's `server.stream_by_default` decides (true unless configured otherwise).
     stream: StrictBool | None = None
     language: Annotated[StrictStr, Field(min_length=1, max_length=35)] | None = None

@@ -29,7 +29,7 @@ from voxflow.audio.stream import open_stream_encoder
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import AudioChunk, SpeechRequest
 from voxflow.engine.stream import SpeechStream
-from voxflow.errors import InvalidRequestError, VoxflowError
+from voxflow.errors import VoxflowError
 from voxflow.server.aliases import Aliases
 from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
@@ -76,25 +76,10 @@ class CancellingStreamingResponse(StreamingResponse):
                 return
 
 
-def to_engine_request(
-    body: SpeechBody, max_input_chars: int, request_id: str | None = None
-) -> SpeechRequest:
-    """Check what the schema cannot (input length and content) and build the engine request,
-    whose id is `request_id` (the HTTP request's ``X-Request-Id``) when given, else a new one.
-
-    Raises:
-        InvalidRequestError: empty or over-long input (param "input").
-    """
-    if not body.input.strip():
-        raise InvalidRequestError(
-            "input must not be empty or only whitespace.", param="input", code="empty_input"
-        )
-    if len(body.input) > max_input_chars:
-        raise InvalidRequestError(
-            f"input is {len(body.input)} characters; the limit is {max_input_chars}.",
-            param="input",
-            code="input_too_long",
-        )
+def to_engine_request(body: SpeechBody, request_id: str | None = None) -> SpeechRequest:
+    """The engine request for `body`, whose id is `request_id` (the HTTP request's
+    ``X-Request-Id``) when given, else a new one. Its fields are checked by the engine
+    (`Engine.prepare`, `voxflow.engine.checks`), as for every other entry point."""
     extra = {"request_id": request_id} if request_id else {}
     return SpeechRequest(
         body.model, body.input, body.voice_id, body.speed, body.seed, language=body.language,
@@ -207,7 +192,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     if (model, voice) != (body.model, body.voice_id):
         body = body.model_copy(update={"model": model, "voice": voice})
     speech = to_engine_request(
-        body, settings.server.max_input_chars, getattr(request.state, "request_id", None)
+        body, getattr(request.state, "request_id", None)
     )
     stream = engine.submit(speech)
     if access is not None:

@@ -1,0 +1,95 @@
+"""Admission: how many requests run at once, how many may wait, and the counts behind them.
+
+One object for the engine and its streams. `reserve` (at submit, on the event loop) refuses a
+request when those in flight plus those waiting are at `max_inflight + max_queued` (429 with
+`Retry-After`); `acquire` (when the stream is first iterated) waits for one of `max_inflight`
+slots; `release` (once per request, whatever its end) gives back the slot or the place in the
+queue. The gauges `voxflow_inflight_requests` and `voxflow_waiting_requests` follow the counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from prometheus_client import Gauge
+
+from voxflow.errors import OverloadedError
+
+
+class Admission:
+    """In-flight slots and the queue in front of them.
+
+    Args:
+        max_inflight: requests synthesized at once (>= 1).
+        max_queued: requests allowed to wait for a slot beyond those (>= 0).
+        retry_after_s: seconds a refused client is told to wait (`Retry-After`).
+        inflight_gauge, waiting_gauge: Prometheus gauges to keep in step (optional).
+    """
+
+    def __init__(self, max_inflight: int, max_queued: int, retry_after_s: int,
+                 inflight_gauge: Gauge | None = None, waiting_gauge: Gauge | None = None):
+        self.max_inflight = max_inflight
+        self.max_queued = max_queued
+        self.retry_after_s = retry_after_s
+        self._inflight_gauge = inflight_gauge
+        self._waiting_gauge = waiting_gauge
+        self._slots: asyncio.Semaphore | None = None
+        self.outstanding = 0  # reserved and not yet released
+        self.waiting = 0  # reserved, not yet holding a slot
+
+    @property
+    def inflight(self) -> int:
+        """Requests holding a slot."""
+        return self.outstanding - self.waiting
+
+    def reserve(self) -> None:
+        """Count a new request as waiting (call on the event loop).
+
+        Raises:
+            OverloadedError: in flight plus waiting are at their limit (429).
+        """
+        if self.outstanding >= self.max_inflight + self.max_queued:
+            raise OverloadedError(
+                f"Server is at capacity ({self.max_inflight} in flight, {self.max_queued} "
+                "queued); retry later.",
+                retry_after=self.retry_after_s,
+            )
+        self.outstanding += 1
+        self.waiting += 1
+        self._gauges()
+
+    async def acquire(self, ended: Callable[[], bool]) -> bool:
+        """Wait for a slot for a reserved request.
+
+        Args:
+            ended: whether the request ended while it waited (its `release(False)` already
+                ran); its slot is then handed straight back.
+        Returns:
+            True when the request now holds a slot (it stops counting as waiting).
+        """
+        if self._slots is None:  # made on first use, inside the running loop
+            self._slots = asyncio.Semaphore(self.max_inflight)
+        await self._slots.acquire()
+        if ended():
+            self._slots.release()
+            return False
+        self.waiting -= 1
+        self._gauges()
+        return True
+
+    def release(self, holds_slot: bool) -> None:
+        """A reserved request ended: free its slot (`holds_slot`) or its place in the queue."""
+        if holds_slot:
+            assert self._slots is not None
+            self._slots.release()
+        else:
+            self.waiting -= 1
+        self.outstanding -= 1
+        self._gauges()
+
+    def _gauges(self) -> None:
+        if self._inflight_gauge is not None:
+            self._inflight_gauge.set(self.inflight)
+        if self._waiting_gauge is not None:
+            self._waiting_gauge.set(self.waiting)
