@@ -265,8 +265,10 @@ def test_serve_maps_flags_and_logs_the_settings_as_json(capsys, monkeypatch) -> 
     assert settings.engine.max_inflight_requests == 4
     logged = next(line for line in err.splitlines() if "settings: {" in line)
     as_json = json.loads(logged.split("settings: ", 1)[1])
-    assert as_json["server"] == {"host": "0.0.0.0", "port": 9123, "log_level": "info",
-                                 "max_input_chars": 4096, "shutdown_grace_s": 10.0}
+    # Every server field is logged: the defaults, with the flags' host, port and log level.
+    assert as_json["server"] == {**ServerSettings().model_dump(mode="json"), "host": "0.0.0.0",
+                                 "port": 9123, "log_level": "info"}
+    assert as_json["server"]["max_input_chars"] == 4096
     assert as_json["models"][0]["options"]["default_voice"] == "joe"
 
 
