@@ -153,6 +153,7 @@ SHAPE_CASES = [
     ("huge response_format", {"response_format": HUGE}, 400, "response_format", "invalid_value"),
     ("bad stream_format", {"stream_format": "ws"}, 400, "stream_format", "invalid_value"),
     ("negative seed", {"seed": -1}, 400, "seed", "invalid_value"),
+    ("huge seed", {"seed": int("9" * 4000)}, 400, "seed", "invalid_value"),
     ("empty language", {"language": ""}, 400, "language", "invalid_value"),
     ("huge language", {"language": HUGE}, 400, "language", "invalid_value"),
     ("unspoken language", {"language": "ja"}, 400, "language", "unsupported_language"),

@@ -8,7 +8,7 @@ loading a model, so a bad `--speed` fails at once; both give the same error. The
 
 from __future__ import annotations
 
-from voxflow.errors import InvalidRequestError
+from voxflow.errors import InvalidRequestError, clip
 
 SPEED_MIN, SPEED_MAX = 0.25, 4.0
 """The OpenAI speech API's range of `speed` (4x slower to 4x faster)."""
@@ -56,6 +56,6 @@ def check_seed(seed: int | None) -> None:
     """
     if seed is not None and not 0 <= seed <= SEED_MAX:
         raise InvalidRequestError(
-            f"seed must be an integer from 0 to 2**63-1, got {seed}.", param="seed",
+            f"seed must be an integer from 0 to 2**63-1, got {clip(str(seed))}.", param="seed",
             code="invalid_value",
         )
