@@ -71,7 +71,8 @@ def add_speak(commands, common: argparse.ArgumentParser) -> None:
     p.add_argument("--voice", help="voice id (default: the model's default voice)")
     p.add_argument(
         "--format", dest="fmt", metavar="FORMAT",
-        help=f"audio format: {', '.join(FORMATS)} (default: from OUT's suffix)",
+        help=f"audio format: {', '.join(FORMATS)} (default: from OUT's suffix; must agree "
+        "with a known suffix)",
     )
     p.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4 (1)")
     p.add_argument(
