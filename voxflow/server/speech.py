@@ -191,13 +191,12 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     model, voice = aliases.resolve(engine, body.model, body.voice_id)
     if (model, voice) != (body.model, body.voice_id):
         body = body.model_copy(update={"model": model, "voice": voice})
-    speech = to_engine_request(
-        body, getattr(request.state, "request_id", None)
-    )
+        if access is not None:  # the access line names the served model and voice
+            access.model, access.voice = model, voice
+    speech = to_engine_request(body, getattr(request.state, "request_id", None))
     stream = engine.submit(speech)
     if access is not None:
         state = stream.state
-        access.model, access.voice = state.request.model, state.request.voice
         access.audio = lambda: state.audio_samples / state.sample_rate
     # Until a StreamingResponse takes over (it watches the connection itself), a client that
     # leaves cancels the request here, whether it waits for the first chunk or the whole file.
