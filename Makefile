@@ -1,7 +1,7 @@
 # Two set-up commands on a fresh machine: `make serve` and `make test`.
 # `make serve` installs the runtime only (`pip install -e .`); `make test`, `make test-fast`,
 # `make lint` and `make install-test` (benchmarks and eval) add the test extras (torch,
-# faster-whisper, flask, openai, pytest, ruff). Each has its own stamp, named after a hash of
+# faster-whisper, flask, openai, pytest, ruff, mypy). Each has its own stamp, named after a hash of
 # pyproject.toml, so `make test` after `make serve` installs only what is missing.
 PYTHON ?= python3
 VENV := .venv
@@ -41,6 +41,7 @@ serve: $(RUNTIME_STAMP)
 
 test: $(TEST_STAMP)
 	$(BIN)/ruff check voxflow tests
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q
 
 # Unit tests only (no real server, voice or Whisper): seconds, not minutes.
@@ -48,8 +49,10 @@ test-fast: $(TEST_STAMP)
 	$(BIN)/ruff check voxflow tests
 	$(BIN)/python -m pytest -q tests/unit
 
+# ruff, and mypy over voxflow/ (settings in pyproject.toml, [tool.mypy]).
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check voxflow tests
+	$(BIN)/python -m mypy
 
 # Regenerate docs/configuration.md from the settings models (a unit test fails while it is stale).
 docs: $(RUNTIME_STAMP)

@@ -28,7 +28,7 @@ class _StderrHandler(logging.StreamHandler):
         super().__init__(sys.stderr)
 
     @property
-    def stream(self):  # type: ignore[override]
+    def stream(self):
         """The current `sys.stderr`."""
         return sys.stderr
 

@@ -102,7 +102,7 @@ def _default(info: FieldInfo) -> str:
     if "doc_default" in extra:
         return f"`{extra['doc_default']}`"
     if info.default_factory is not None:
-        return _yaml_value(info.default_factory())
+        return _yaml_value(info.default_factory())  # type: ignore[call-arg]
     if info.default is PydanticUndefined:
         return "required"
     return _yaml_value(info.default)
@@ -156,10 +156,10 @@ def _nested(annotation: Any) -> tuple[type[BaseModel], str] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation, "."
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin in (list, tuple) and args and _nested(args[0]):
-        return _nested(args[0])[0], "[]."
-    if origin is dict and len(args) == 2 and _nested(args[1]):
-        return _nested(args[1])[0], ".NAME."
+    if origin in (list, tuple) and args and (inner := _nested(args[0])):
+        return inner[0], "[]."
+    if origin is dict and len(args) == 2 and (inner := _nested(args[1])):
+        return inner[0], ".NAME."
     return None
 
 

@@ -117,9 +117,9 @@ class AvEncoder:
         options = {**self._spec.container_options, "fflags": "+bitexact"}
         self._container = av.open(sink, "w", format=self._spec.container, options=options)
         try:
-            self._stream = self._container.add_stream(
-                self._spec.codec, rate=self.rate, layout="mono"
-            )
+            stream = self._container.add_stream(self._spec.codec, rate=self.rate, layout="mono")
+            assert isinstance(stream, av.audio.stream.AudioStream)
+            self._stream = stream
             self._stream.codec_context.format = self._spec.sample_fmt
             if self._spec.bit_rate:
                 self._stream.bit_rate = self._spec.bit_rate
@@ -176,4 +176,4 @@ class AvEncoder:
 def _ends_by_time_zero(packet: av.Packet) -> bool:
     """True if all of ``packet``'s samples are encoder priming (before the input starts)."""
     pts, duration = packet.pts, packet.duration
-    return pts is not None and bool(duration) and pts + duration <= 0
+    return pts is not None and duration is not None and duration > 0 and pts + duration <= 0

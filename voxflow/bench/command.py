@@ -25,7 +25,7 @@ from voxflow.bench.arms import Arm, parse_arm
 from voxflow.bench.check import run_check
 from voxflow.bench.compare import comparison, comparison_table, run_compare
 from voxflow.bench.errors import EXIT_FAILED, EXIT_USAGE, BenchError
-from voxflow.bench.idle import GateResult, LoadSource, PsutilLoad, wait_idle
+from voxflow.bench.idle import GateResult, LoadMeter, LoadSource, PsutilLoad, wait_idle
 from voxflow.bench.machine import git_state, machine_record
 from voxflow.bench.report import gates_record, run_table, runs_record
 from voxflow.bench.runner import Case, LevelGuard, run_sweep
@@ -170,7 +170,11 @@ def _stop_on_sigterm() -> Callable[[], None]:
     def interrupt(signum, frame):
         raise KeyboardInterrupt
     previous = signal.signal(signal.SIGTERM, interrupt)
-    return lambda: signal.signal(signal.SIGTERM, previous)
+
+    def undo() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return undo
 
 
 def bench_compare(args: argparse.Namespace) -> int:
@@ -191,8 +195,8 @@ def bench_compare(args: argparse.Namespace) -> int:
     # The arm servers are children of this process, so the meter can tell their CPU use from
     # everyone else's while each level runs.
     source = make_load_source()
-    guard = (LevelGuard(source, args.idle_cpu_max, args.retakes) if hasattr(source, "mark")
-             else None)
+    guard = (LevelGuard(source, args.idle_cpu_max, args.retakes)
+             if isinstance(source, LoadMeter) else None)
     undo = _stop_on_sigterm()
     try:
         starts = asyncio.run(run_compare(

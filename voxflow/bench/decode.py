@@ -148,7 +148,8 @@ class CompressedDecoder:
         import av
 
         try:
-            with av.open(io.BytesIO(bytes(self._data)), format=_CONTAINERS[self.fmt]) as box:
+            box = av.open(io.BytesIO(bytes(self._data)), mode="r", format=_CONTAINERS[self.fmt])
+            with box:
                 frames = [f.to_ndarray() for f in box.decode(audio=0)]
                 self.sample_rate = box.streams.audio[0].codec_context.sample_rate
         except (av.FFmpegError, IndexError) as exc:
@@ -203,6 +204,7 @@ class SseDecoder:
 
 def make_decoder(fmt: str, sample_rate: int, sse: bool = False):
     """A decoder for a body of audio format `fmt` (pcm needs `sample_rate` in Hz)."""
+    inner: PcmDecoder | WavDecoder | CompressedDecoder
     if fmt == "pcm":
         inner = PcmDecoder(sample_rate)
     elif fmt == "wav":

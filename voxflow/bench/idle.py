@@ -19,7 +19,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from voxflow.bench.errors import BusyError
 
@@ -39,6 +39,7 @@ class LoadSource(Protocol):
         ...
 
 
+@runtime_checkable
 class LoadMeter(Protocol):
     """Mean load over a span of any length (a whole concurrency level), without blocking."""
 

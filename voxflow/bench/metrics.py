@@ -96,7 +96,7 @@ def level_stats(concurrency: int, timelines: list[Timeline],
     if any(t.done is None for t in timelines):
         raise ValueError("every measured request must have finished")
     good = [t for t in timelines if t.ok]
-    wall = max(t.done for t in timelines) - min(t.sent for t in timelines)  # type: ignore[type-var]
+    wall = max(t.done or 0.0 for t in timelines) - min(t.sent for t in timelines)
     audio = sum(t.audio_s for t in good)
     stalls = [t.stalls() for t in good]
     gaps = [g for t in good for g in t.gaps()]

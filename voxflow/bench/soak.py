@@ -206,8 +206,8 @@ async def run_soak(
     async def sample() -> RssSample:
         return RssSample(time.monotonic() - t0, len(record.results), await source.read())
 
-    record.start = await sample()
-    say(checkpoint_line(record.start, record.start, 0))
+    start = record.start = await sample()
+    say(checkpoint_line(start, start, 0))
     next_index = iter(range(len(schedule)))
     finished = asyncio.Event()
 
@@ -228,7 +228,7 @@ async def run_soak(
             if len(record.results) % plan.every == 0:
                 point = await sample()
                 record.checkpoints.append(point)
-                say(checkpoint_line(point, record.start, sum(record.errors().values())))
+                say(checkpoint_line(point, start, sum(record.errors().values())))
 
     sampling = asyncio.create_task(sampler())
     try:

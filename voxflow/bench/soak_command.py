@@ -185,6 +185,7 @@ def _started(stack: ExitStack, command: str, health_timeout_s: float) -> tuple[s
 
     waited = asyncio.run(ready())
     say(f"server ready after {waited:.1f} s at {server.url}")
+    assert server.process is not None  # started above
     return server.url, server.process.pid
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 
 from voxflow.cli.common import CliError, load_cli_settings
 from voxflow.logging_setup import configure_logging
@@ -38,7 +39,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=settings.server.host,
         port=settings.server.port,
         log_level=settings.server.log_level,
-        timeout_graceful_shutdown=settings.server.shutdown_grace_s,
+        # uvicorn takes whole seconds here: round a fraction up, never to no grace at all
+        timeout_graceful_shutdown=math.ceil(settings.server.shutdown_grace_s),
     )
     return 0
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from voxflow.stages.items import RequestInfo
+from voxflow.text.document import SpeechDocument
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class RequestState:
         self._pauses_after: dict[int, float] = {}
         self._lead_silence_s = 0.0
         # The parsed input (`voxflow.text.document.SpeechDocument`), set by `Engine.submit`.
-        self.document = None
+        self.document: SpeechDocument | None = None
         self._ended: list[Callable[[], None]] = []
         self._info: RequestInfo | None = None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -34,7 +35,9 @@ class ErrorJSONResponse(JSONResponse):
         return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
-def error_response(error: VoxflowError, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    error: VoxflowError, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
     """The JSON response for a typed error (with `Retry-After` for 429)."""
     headers = dict(headers or {})
     if isinstance(error, OverloadedError):
@@ -125,7 +128,7 @@ def validation_error(exc: RequestValidationError) -> InvalidRequestError:
     field = _field_path(loc)
     name = clip(field)
     value = first.get("input")
-    ctx = first.get("ctx") or {}
+    ctx: dict[str, Any] = first.get("ctx") or {}  # type: ignore[assignment]
     if kind == "extra_forbidden":
         return InvalidRequestError(
             f"Unrecognized request argument supplied: '{name}'.", param=field,
@@ -164,11 +167,13 @@ def validation_error(exc: RequestValidationError) -> InvalidRequestError:
         )
     if kind in ("string_too_short", "string_too_long"):
         n = len(value) if isinstance(value, str) else 0
-        bound = ("at least", ctx.get("min_length")) if kind == "string_too_short" else (
-            "at most", ctx.get("max_length"))
+        length = (
+            ("at least", ctx.get("min_length")) if kind == "string_too_short"
+            else ("at most", ctx.get("max_length"))
+        )
         return InvalidRequestError(
             f"Invalid value for '{name}': {echo(value)} is {n} characters; it must have "
-            f"{bound[0]} {bound[1]} characters.",
+            f"{length[0]} {length[1]} characters.",
             param=field, code="invalid_value",
         )
     return InvalidRequestError(

@@ -91,10 +91,10 @@ def voices_list(
     """
     aliases = aliases or Aliases()
     if model is not None:
-        served = aliases.models.get(model, model)
-        if served not in engine.models:
+        target = aliases.models.get(model, model)
+        if target not in engine.models:
             raise aliases.model_not_found(engine, model)
-        model = served
+        model = target
     data = []
     for name, served in engine.models.items():
         if served.family is None or (model is not None and name != model):

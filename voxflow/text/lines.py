@@ -151,7 +151,7 @@ def split_blocks(text: str) -> list[tuple[str, bool]]:
                 continue
             line, marked, heading = markdown.strip_marker(part)
             walker.add_line(line, marked, heading)
-    out = []
+    out: list[tuple[str, bool]] = []
     for lines, code in zip(walker.blocks, walker.code, strict=True):
         if code:
             out.append((" ".join(lines), code))

@@ -216,7 +216,7 @@ class _Piece:
 
 
 def _split_span(paragraph: str, para: int, start: int, end: int, caps: _Caps) -> list[_Piece]:
-    pieces = []
+    pieces: list[_Piece] = []
     stop = len(paragraph[start:end].rstrip()) + start
     last = _last_speakable(paragraph, start, stop)
     while True:

@@ -311,8 +311,8 @@ def parse_ssml(text: str, say_as_language: str | None = "en") -> SpeechDocument:
         hint = _EXPAT_HINTS.get(message)
         raise _error(
             f"SSML is not well-formed: {message}{f' ({hint})' if hint else ''}",
-            exc.getLineNumber(),
-            exc.getColumnNumber() + 1,
+            exc.getLineNumber() or 1,
+            (exc.getColumnNumber() or 0) + 1,
         ) from None
     except DefusedXmlException:
         line, column = handler.position()

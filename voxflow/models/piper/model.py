@@ -130,8 +130,8 @@ class PiperAcousticStage(Stage):
             alone = self._running == 1
         try:
             seeded = any(item.request.seeded for item in batch)
-            use_solo = alone and voice.solo_graph is not None and not seeded
-            graph = voice.solo_graph if use_solo else voice.graph
+            solo = voice.solo_graph
+            graph = solo if solo is not None and alone and not seeded else voice.graph
             audio = synthesize_batch(
                 graph, voice.config, rows, seeds, native,
                 self._family.settings.noise_frames_per_phoneme,
