@@ -39,6 +39,35 @@ EXPOSED_HEADERS = ("X-Request-Id", "X-Sample-Rate", "X-Dropped-Letters", "Retry-
 """Response headers a browser page may read when CORS is on (`server.cors_origins`)."""
 
 
+# The routes read the engine from `request.app.state`, never from a closure: FastAPI caches
+# endpoint functions process-wide (lru_cache in fastapi.dependencies), so a closure over the
+# engine would keep every app's models loaded after the app is gone (tests build many apps).
+
+
+async def list_models(request: Request) -> dict:
+    """`GET /v1/models`."""
+    state = request.app.state
+    return models_list(state.engine, state.aliases)
+
+
+async def list_voices(request: Request, model: str | None = None) -> dict:
+    """`GET /v1/audio/voices` (``?model=`` filters, aliases included)."""
+    state = request.app.state
+    return voices_list(state.engine, model, state.aliases)
+
+
+async def health(request: Request) -> JSONResponse:
+    """`GET /health`: 200 once every model is ready, else 503."""
+    engine: Engine = request.app.state.engine
+    return JSONResponse(engine.health(), status_code=200 if engine.ready else 503)
+
+
+async def metrics(request: Request) -> Response:
+    """`GET /metrics`: Prometheus text format."""
+    engine: Engine = request.app.state.engine
+    return Response(generate_latest(engine.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
 def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     """Build the app; its lifespan starts `engine` (a new one from `settings` by default).
 
@@ -77,24 +106,9 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         )
     app.add_middleware(RequestIdMiddleware)  # outermost: every response carries X-Request-Id
     app.add_api_route("/v1/audio/speech", create_speech, methods=["POST"])
-
-    @app.get("/v1/models")
-    async def models() -> dict:
-        return models_list(engine, aliases)
-
-    @app.get("/v1/audio/voices")
-    async def voices(model: str | None = None) -> dict:
-        return voices_list(engine, model, aliases)
-
-    @app.get("/health")
-    async def health() -> JSONResponse:
-        body = engine.health()
-        return JSONResponse(body, status_code=200 if engine.ready else 503)
-
-    @app.get("/metrics")
-    async def metrics(_: Request) -> Response:
-        return Response(generate_latest(engine.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
+    for path, endpoint in (("/v1/models", list_models), ("/v1/audio/voices", list_voices),
+                           ("/health", health), ("/metrics", metrics)):
+        app.add_api_route(path, endpoint, methods=["GET"])
     return app
 
 
