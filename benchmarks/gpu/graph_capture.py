@@ -145,7 +145,7 @@ def main() -> int:
     # padded == unpadded: three rows of different lengths (one per bucket, padded to the top
     # one together) vs each alone
     top = buckets[-1]
-    items = [_item(1, max(1, top // 3)), _item(2, max(1, top - 28)), _item(3, top)]
+    items = [_item(1, max(1, top // 3)), _item(2, max(1, top - 28)), _item(3, top)][: rows[-1]]
     together = captured.run(StageBatch.of(items))
     alone = [captured.run(StageBatch.of([i]))[0] for i in items]
     pad_diff = max(float(np.max(np.abs(a.samples - b.samples)))

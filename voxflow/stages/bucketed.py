@@ -32,15 +32,16 @@ from voxflow.stages.stage import Stage
 log = logging.getLogger(__name__)
 
 
-def pick_rung(ladder: Sequence[int], size: int) -> int:
+def pick_rung(ladder: Sequence[int], size: int, what: str = "bucket") -> int:
     """The smallest rung of the ascending `ladder` that is >= `size`.
 
     Raises:
-        ValueError: `size` is above the top rung (the family must cut its segments shorter).
+        ValueError: `size` is above the top rung (the family must cut its segments shorter, or
+            the scheduler form smaller batches); the message names `what` the ladder holds.
     """
     index = bisect_left(ladder, size)
     if index == len(ladder):
-        raise ValueError(f"size {size} is above the largest bucket {ladder[-1]}")
+        raise ValueError(f"size {size} is above the largest {what} {ladder[-1]}")
     return ladder[index]
 
 
@@ -152,7 +153,7 @@ class BucketedStage(Stage):
     def shape(self, batch: StageBatch) -> tuple[int, int]:
         """The (rows, bucket) `batch` is padded to."""
         bucket = pick_rung(self.buckets, max(self.size(item) for item in batch))
-        return pick_rung(self.batch_rows, len(batch)), bucket
+        return pick_rung(self.batch_rows, len(batch), "row count"), bucket
 
     def start(self) -> None:
         """Capture every (rows, bucket), largest first, when capture can run here; log how
