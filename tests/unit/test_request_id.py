@@ -15,6 +15,7 @@ from voxflow.server.request_id import (
     RequestIdMiddleware,
     accepted_request_id,
     log_access,
+    log_value,
 )
 
 
@@ -74,3 +75,36 @@ def test_item5_access_line_names_every_field(caplog):
     assert (line.request_id, line.status, line.audio_s, line.ttfa_s) == ("rid-7", 200, 1.235, 0.25)
     unknown = AccessRecord("rid-8", status=400)
     assert unknown.fields(unknown.started_at)["model"] is None
+
+
+FORGED = "joe\n2026-11-30 INFO voxflow.access: request_id=forged status=200"  # 64 characters
+
+
+def test_item1_client_values_cannot_forge_or_flood_the_access_line(caplog):
+    record = AccessRecord("rid-9", started_at=0.0, model="x" * 100_000, voice=FORGED,
+                          fmt="mp3\r\x1b[31m", status=400)
+    with caplog.at_level(logging.INFO, logger="voxflow.access"):
+        log_access(record)
+    (line,) = [r for r in caplog.records if r.name == "voxflow.access"]
+    message = line.getMessage()
+    assert "\n" not in message and "\r" not in message and "\x1b" not in message
+    assert len(message) < 600
+    fields = dict(part.split("=", 1) for part in message.split(" "))
+    assert list(fields) == ["request_id", "status", "model", "voice", "chars", "audio_s",
+                            "ttfa_s", "total_s", "stream", "format", "complete"]
+    assert fields["request_id"] == "rid-9"
+    assert fields["model"] == "x" * 64 + "…[100,000_characters]"
+    assert fields["voice"] == (r"joe\n2026-11-30\x20INFO\x20voxflow.access:"
+                               r"\x20request_id=forged\x20status=200")
+    assert fields["format"] == r"mp3\r\x1b[31m"
+    # The attributes a structured handler reads are the same safe values.
+    assert (line.model, line.voice, line.format) == (fields["model"], fields["voice"],
+                                                     fields["format"])
+
+
+@pytest.mark.parametrize(("given", "logged"), [
+    ("joe", "joe"), ("a b", r"a\x20b"), ("back\\slash", r"back\\slash"), ("é日本", "é日本"),
+    ("\u2028x", r"\u2028x"), ("\ud800", r"\ud800"), ("\t", r"\t"), ("\x00", r"\x00"),
+])
+def test_item1_log_value_escapes_like_repr(given, logged):
+    assert log_value(given) == logged

@@ -18,6 +18,12 @@ response is over::
 cut off after its headers (timeout, stage failure, client gone). Fields the request never
 reached (a body that failed validation has no model) are ``-``. The record also carries each
 field as an attribute (``record.request_id``, ``record.status``, ...) for structured handlers.
+
+Client-supplied text (``model``, ``voice``, ``format``) is made safe before it is written, in the
+line and the attributes alike (`log_value`): cut to `LOG_VALUE_LIMIT` characters (a longer one
+ends ``…[100,000_characters]``), and backslashes, spaces, control characters and other
+non-printables escaped as Python writes them (``\\n``, ``\\x1b``, ``\\x20``, ``\\u2028``), so
+one request is always exactly one line of space-separated ``key=value`` fields, whatever it sent.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from voxflow.errors import VoxflowError
+from voxflow.errors import ECHO_LIMIT, VoxflowError
 from voxflow.server.errors import error_response
 
 HEADER = "X-Request-Id"
@@ -41,6 +47,32 @@ _SAFE = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_LENGTH}}}")
 SPEECH_PATH = "/v1/audio/speech"
 
 access_log = logging.getLogger("voxflow.access")
+
+LOG_VALUE_LIMIT = ECHO_LIMIT
+"""Characters of a client's value the access line keeps (before escaping)."""
+
+
+def _escape(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == " ":
+            out.append("\\x20")
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(repr(ch)[1:-1])  # \n, \x1b, \u2028, a lone surrogate's \ud800
+    return "".join(out)
+
+
+def log_value(text: str, limit: int = LOG_VALUE_LIMIT) -> str:
+    """A client's text made safe for one ``key=value`` field of a log line: cut to `limit`
+    characters (then ``…[N_characters]``), backslashes, spaces, control characters and other
+    non-printables escaped, so it can neither add a line nor a field nor flood the log."""
+    if len(text) <= limit:
+        return _escape(text)
+    return f"{_escape(text[:limit])}…[{len(text):,}_characters]"
 
 
 def accepted_request_id(value: str | None) -> str | None:
@@ -87,7 +119,8 @@ class AccessRecord:
     complete: bool = False
 
     def fields(self, now: float) -> dict[str, Any]:
-        """The access line's fields, in order (None for unknown)."""
+        """The access line's fields, in order (None for unknown); text fields made safe by
+        `log_value` (the client chose them)."""
         audio_s = self.audio() if self.audio is not None else None
         ttfa = None if self.first_byte_at is None else self.first_byte_at - self.started_at
         return {
@@ -102,7 +135,9 @@ class AccessRecord:
             "stream": self.stream,
             "format": self.fmt,
             "complete": self.complete,
-        }
+        } | {key: log_value(value) for key, value in (
+            ("model", self.model), ("voice", self.voice), ("format", self.fmt))
+            if isinstance(value, str)}  # request_id is safe by construction (accepted_request_id)
 
 
 def _text(value: Any) -> str:
@@ -181,5 +216,6 @@ __all__ = [
     "RequestIdMiddleware",
     "accepted_request_id",
     "log_access",
+    "log_value",
     "new_request_id",
 ]
