@@ -272,6 +272,15 @@ def test_serve_maps_flags_and_logs_the_settings_as_json(capsys, monkeypatch) -> 
     assert as_json["models"][0]["options"]["default_voice"] == "joe"
 
 
+def test_item4_serve_turns_uvicorn_access_log_off(capsys, monkeypatch) -> None:
+    calls = {}
+    monkeypatch.setattr("uvicorn.run", lambda app, **kwargs: calls.update(kwargs))
+    monkeypatch.setattr("voxflow.server.app.create_app", lambda settings: "app")
+    run_ok(capsys, ["serve", "--config", str(DEFAULT_CONFIG), "--port", "9124"])
+    # voxflow.access writes the one line per request; uvicorn's would be a second.
+    assert calls["access_log"] is False
+
+
 # ---- voices -------------------------------------------------------------------------------------
 def test_voices_json_lists_the_tiny_voice(capsys, tiny_config) -> None:
     out, _ = run_ok(capsys, ["voices", "--config", str(tiny_config), "--json"])

@@ -39,6 +39,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=settings.server.host,
         port=settings.server.port,
         log_level=settings.server.log_level,
+        # voxflow.access logs each speech request (voxflow.server.request_id); uvicorn's own
+        # access line would be a second, poorer line per request
+        access_log=False,
         # uvicorn takes whole seconds here: round a fraction up, never to no grace at all
         timeout_graceful_shutdown=math.ceil(settings.server.shutdown_grace_s),
     )
