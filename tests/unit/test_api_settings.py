@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from voxflow.config import OPENAI_VOICES, ConfigError, load_settings
+from voxflow.engine.aliases import Aliases
 from voxflow.errors import InvalidRequestError, ModelNotFoundError
-from voxflow.server.aliases import Aliases
 from voxflow.server.schemas import SpeechBody
 
 BODY = {"model": "piper", "voice": "joe", "input": "Hi."}

@@ -41,11 +41,13 @@ def _restore_root_logger():
 
 @pytest.fixture
 def tiny_set(tiny_voice_dir: Path) -> list[str]:
-    """``--set`` arguments that serve only the tiny voice from the default config."""
+    """``--set`` arguments that serve only the tiny voice from the default config (its voice
+    aliases name joe, so they go too: an alias of a voice not loaded fails at start)."""
     return [
         "--set", f"models.0.options.voices_dir={tiny_voice_dir}",
         "--set", "models.0.options.include_default_voice=false",
         "--set", "models.0.options.default_voice=tiny",
+        "--set", "models.0.voice_aliases={}",
     ]
 
 
@@ -303,6 +305,42 @@ def test_item9_voices_json_has_the_shape_of_the_api_voices(capsys, tiny_config) 
         api = client.get("/v1/audio/voices").json()["data"]
     assert cli == api
     assert [v["id"] for v in cli] == ["tiny"] and "voice" not in cli[0]
+
+
+@pytest.fixture
+def alias_config(tiny_voice_dir: Path, tmp_path: Path) -> Path:
+    """The tiny voice as model `tiny-piper`, with the OpenAI names `tts-1` and `alloy`."""
+    path = tmp_path / "aliases.yaml"
+    path.write_text(yaml.safe_dump({"models": [{
+        "name": "tiny-piper", "family": "piper", "aliases": ["tts-1"],
+        "voice_aliases": {"alloy": "tiny"},
+        "options": {"voices_dir": str(tiny_voice_dir), "include_default_voice": False,
+                    "default_voice": "tiny"},
+    }]}))
+    return path
+
+
+def test_item2_speak_takes_model_and_voice_aliases_and_voices_lists_them(
+    capsys, alias_config, tmp_path
+) -> None:
+    """Issue 8 item 2 in the CLI: `--model tts-1 --voice alloy` speak with the served model and
+    voice (same bytes as their own names), and `voices` lists the aliases as the API does."""
+    by_alias, by_name = tmp_path / "alias.wav", tmp_path / "name.wav"
+    run_ok(capsys, ["speak", TEXT, "-o", str(by_alias), "--seed", "3", "--config",
+                    str(alias_config), "--model", "tts-1", "--voice", "alloy"])
+    _, err = run_ok(capsys, ["speak", TEXT, "-o", str(by_name), "--seed", "3", "--config",
+                             str(alias_config), "--model", "tiny-piper", "--voice", "tiny"])
+    assert by_alias.read_bytes() == by_name.read_bytes()
+    assert "loaded model tiny-piper" in err
+    out, _ = run_ok(capsys, ["voices", "--config", str(alias_config), "--json"])
+    rows = json.loads(out)
+    assert [(r["id"], r.get("alias_of")) for r in rows] == [("tiny", None), ("alloy", "tiny")]
+    table, _ = run_ok(capsys, ["voices", "--config", str(alias_config), "--model", "tts-1"])
+    assert table.splitlines()[2].split()[:3] == ["alloy", "->", "tiny"]
+    err = run_fail(capsys, ["speak", TEXT, "-o", str(by_alias), "--config", str(alias_config),
+                            "--voice", "nova"])
+    assert "Voice 'nova' is not a voice of model 'tiny-piper'" in err
+    assert "(aliases: alloy)" in err
 
 
 def test_voices_table_and_unknown_model(capsys, tiny_config) -> None:

@@ -66,15 +66,16 @@ def load_cli_settings(
 
 
 def only_model(settings: Settings, name: str | None) -> Settings:
-    """`settings` serving just model `name` (all models when None).
+    """`settings` serving just model `name`, a served model or one of its aliases (all models
+    when None).
 
     Raises:
-        CliError: `name` is not a model of the settings.
+        CliError: `name` is neither a model of the settings nor an alias of one.
     """
     if name is None:
         return settings
     for spec in settings.models:
-        if spec.name == name:
+        if name == spec.name or name in spec.aliases:
             return settings.model_copy(update={"models": [spec]})
     served = ", ".join(m.name for m in settings.models)
     raise CliError(f"unknown model '{name}'; models in the config: {served}")

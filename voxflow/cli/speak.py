@@ -351,7 +351,7 @@ async def synthesize(
         CliError: a model fails to load (exit 1), the request is rejected (unknown voice,
             nothing speakable: exit 2) or synthesis fails (exit 1).
     """
-    model = args.model or settings.models[0].name
+    model = settings.models[0].name  # only_model kept just --model's (an alias names it too)
     engine, load_s = await _start_engine(settings)
     try:
         voice = args.voice or engine.family(model).default_voice

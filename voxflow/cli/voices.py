@@ -12,7 +12,7 @@ from voxflow.config import Settings
 from voxflow.logging_setup import configure_logging
 from voxflow.models.base import ModelFamily
 from voxflow.models.registry import family_class
-from voxflow.server.listings import voice_entry
+from voxflow.server.listings import model_voice_entries
 
 log = logging.getLogger(__name__)
 
@@ -44,24 +44,25 @@ def voice_rows(settings: Settings) -> list[dict[str, Any]]:
     """One row per voice of every model in `settings`, sorted by voice id within a model.
 
     Each row is exactly an item of ``GET /v1/audio/voices``
-    (`voxflow.server.listings.voice_entry`: ``id``, ``object``, ``model``, ``family``,
-    ``language``, ``languages``, ``sample_rate``, ``default``), so ``voices --json`` and the API
-    have one shape.
+    (`voxflow.server.listings.model_voice_entries`: ``id``, ``object``, ``model``, ``family``,
+    ``language``, ``languages``, ``sample_rate``, ``default``, and ``alias_of`` for a voice
+    alias), so ``voices --json`` and the API have one shape and the same entries.
     """
     rows = []
     for spec in settings.models:
         family = load_family(spec.name, spec.family, spec.options)
-        for voice_id in sorted(family.voices):
-            rows.append(voice_entry(spec.name, family, voice_id))
+        rows.extend(model_voice_entries(spec.name, family, dict(spec.voice_aliases)))
     return rows
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """`voice_rows` as an aligned text table (every language a voice accepts, its own
-    first); the default voice of each model is starred."""
+    first); the default voice of each model is starred, an alias shows its voice
+    (``alloy -> joe``)."""
     header = ["VOICE", "MODEL", "FAMILY", "LANGUAGES", "SAMPLE_RATE"]
     body = [
-        [r["id"] + (" *" if r["default"] else ""), r["model"], r["family"],
+        [r["id"] + (" *" if r["default"] else "")
+         + (f" -> {r['alias_of']}" if "alias_of" in r else ""), r["model"], r["family"],
          ",".join(r.get("languages") or [r["language"]]), str(r["sample_rate"])]
         for r in rows
     ]

@@ -4,8 +4,9 @@ real models and voices.
 Each model in the settings lists its own `aliases` (other `model` names) and `voice_aliases`
 (alias -> one of its voices). Model aliases are checked when the settings load (one name, one
 model); voice aliases once the voices are loaded (`Aliases.check`, at server start-up), since a
-family's voices are only known then. A request's names are resolved here before the engine sees
-them, so the engine, its metrics and the access log only ever see served names.
+family's voices are only known then (`Engine.start`). `Engine.submit` resolves a request's names
+first, for the server and `voxflow speak` alike, so the stages, the metrics and the access log
+only ever see served names.
 """
 
 from __future__ import annotations

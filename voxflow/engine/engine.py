@@ -16,8 +16,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from voxflow.config import Settings
+from voxflow.config import ConfigError, Settings
 from voxflow.engine.admission import Admission
+from voxflow.engine.aliases import Aliases
 from voxflow.engine.ar_loop import AutoregressiveLoop
 from voxflow.engine.checks import SPEED_MAX, SPEED_MIN, check_input, check_seed, check_speed
 from voxflow.engine.metrics import EngineMetrics
@@ -91,6 +92,7 @@ class Engine:
         self.metrics = EngineMetrics()
         self.models: dict[str, ServedModel] = {m.name: ServedModel(m.name) for m in settings.models}
         self._threads: list[threading.Thread] = []
+        self.aliases = Aliases.from_settings(settings)
         cfg = settings.engine
         self.admission = Admission(cfg.max_inflight_requests, cfg.max_queued_requests,
                                    cfg.retry_after_s, self.metrics.inflight, self.metrics.waiting)
@@ -102,7 +104,8 @@ class Engine:
     async def start(self) -> None:
         """Load every model (in a thread), start its workers, warm each up.
 
-        A model that fails to load is marked failed (shown in `/health`) and the error re-raised.
+        A model that fails to load is marked failed (shown in `/health`) and the error re-raised;
+        a voice alias naming no loaded voice raises `ConfigError` (workers stopped).
         """
         for spec in self.settings.models:
             served = self.models[spec.name]
@@ -118,6 +121,11 @@ class Engine:
                 served.status, served.error = "failed", f"{type(exc).__name__}: {exc}"
                 log.exception("model %s failed to start", spec.name)
                 raise
+        try:
+            self.aliases.check(self)  # voice aliases need the loaded voices
+        except ConfigError:
+            self.stop()
+            raise
         self.ready_after_s = time.monotonic() - self.started_at
 
     def _start_workers(self, model: str, family: ModelFamily) -> list[StageQueue]:
@@ -206,6 +214,19 @@ class Engine:
         if served.family is None:
             raise EngineNotReadyError(f"model '{model}' is {served.status}")
         return served.family
+
+    def resolve(self, request: SpeechRequest) -> SpeechRequest:
+        """`request` with its model and voice aliases (`engine.aliases`) replaced by the served
+        model and voice they stand for.
+
+        Raises:
+            ModelNotFoundError: the model is neither served nor an alias (404, aliases listed).
+            InvalidRequestError: param "voice": neither a voice of the model nor an alias.
+        """
+        model, voice = self.aliases.resolve(self, request.model, request.voice)
+        if (model, voice) == (request.model, request.voice):
+            return request
+        return replace(request, model=model, voice=voice)
 
     def validate(self, request: SpeechRequest) -> ModelFamily:
         """Check model, voice, language, speed and text; returns the family.
@@ -311,6 +332,7 @@ class Engine:
             ModelNotFoundError, InvalidRequestError, EngineNotReadyError: bad or early request.
             OverloadedError: in-flight plus queued requests are at their limit (429).
         """
+        request = self.resolve(request)
         family, document = self.prepare(request)
         if not internal and not self.models[request.model].status == "ready":
             raise EngineNotReadyError(f"model '{request.model}' is still warming up")

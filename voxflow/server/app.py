@@ -3,7 +3,7 @@
 Routes:
 - ``POST /v1/audio/speech``: speech (see `voxflow.server.speech`).
 - ``GET /v1/models``: served models, OpenAI list shape, with their family and voices, then
-  their aliases (``alias_of``; `voxflow.server.aliases`).
+  their aliases (``alias_of``; `voxflow.engine.aliases`).
 - ``GET /v1/audio/voices``: every voice (id, model, family, language, every language it
   accepts, sample rate); ``?model=``.
 - ``GET /health``: 200 once every model is loaded and warmed up, else 503; per-model status.
@@ -25,9 +25,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from voxflow import __version__
-from voxflow.config import ConfigError, Settings
+from voxflow.config import Settings
 from voxflow.engine.engine import Engine
-from voxflow.server.aliases import Aliases
 from voxflow.server.errors import install_error_handlers
 from voxflow.server.listings import models_list, voices_list
 from voxflow.server.request_id import RequestIdMiddleware
@@ -47,13 +46,13 @@ EXPOSED_HEADERS = ("X-Request-Id", "X-Sample-Rate", "X-Dropped-Letters", "Retry-
 async def list_models(request: Request) -> dict:
     """`GET /v1/models`."""
     state = request.app.state
-    return models_list(state.engine, state.aliases)
+    return models_list(state.engine, state.engine.aliases)
 
 
 async def list_voices(request: Request, model: str | None = None) -> dict:
     """`GET /v1/audio/voices` (``?model=`` filters, aliases included)."""
     state = request.app.state
-    return voices_list(state.engine, model, state.aliases)
+    return voices_list(state.engine, model, state.engine.aliases)
 
 
 async def health(request: Request) -> JSONResponse:
@@ -74,16 +73,10 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     A model that fails to load fails start-up (the server exits with the error logged).
     """
     engine = engine or Engine(settings)
-    aliases = Aliases.from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         await engine.start()
-        try:
-            aliases.check(engine)  # voice aliases need the loaded voices
-        except ConfigError:
-            engine.stop()
-            raise
         log.info("ready after %.2f s", engine.ready_after_s or 0.0)
         try:
             yield
@@ -93,7 +86,6 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     app = FastAPI(title="voxflow", version=__version__, lifespan=lifespan)
     app.state.engine = engine
     app.state.settings = settings
-    app.state.aliases = aliases
     install_error_handlers(app)
     if settings.server.cors_origins:
         app.add_middleware(

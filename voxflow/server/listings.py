@@ -3,16 +3,16 @@
 A voice entry says every language the voice accepts (`ModelFamily.languages`, the family's own
 answer, the voice's own language first) as ``languages``, and keeps ``language`` as its own
 (default) one. Tags are written in BCP 47's usual case (``en-US``, ``ja``). Model and voice
-aliases are listed as entries of their own with ``alias_of`` (`voxflow.server.aliases`).
+aliases are listed as entries of their own with ``alias_of`` (`voxflow.engine.aliases`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from voxflow.engine.aliases import Aliases
 from voxflow.engine.engine import Engine
 from voxflow.models.base import ModelFamily
-from voxflow.server.aliases import Aliases
 
 
 def tag_case(tag: str) -> str:
@@ -53,6 +53,19 @@ def voice_entry(model: str, family: ModelFamily, voice_id: str) -> dict[str, Any
         "sample_rate": voice.sample_rate,
         "default": voice.id == family.default_voice,
     }
+
+
+def model_voice_entries(
+    model: str, family: ModelFamily, voice_aliases: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The ``/v1/audio/voices`` entries of one served model: its voices, then its voice
+    aliases (alias -> voice) as entries of their own with ``alias_of`` and the voice's facts.
+    `voxflow voices` lists exactly these."""
+    data = [voice_entry(model, family, voice_id) for voice_id in family.voices]
+    for alias, voice_id in (voice_aliases or {}).items():
+        entry = voice_entry(model, family, voice_id)
+        data.append({**entry, "id": alias, "alias_of": voice_id, "default": False})
+    return data
 
 
 def _model_entry(engine: Engine, name: str) -> dict[str, Any]:
@@ -99,12 +112,9 @@ def voices_list(
     for name, served in engine.models.items():
         if served.family is None or (model is not None and name != model):
             continue
-        for voice_id in served.family.voices:
-            data.append(voice_entry(name, served.family, voice_id))
-        for alias, voice_id in aliases.voices.get(name, {}).items():
-            entry = voice_entry(name, served.family, voice_id)
-            data.append({**entry, "id": alias, "alias_of": voice_id, "default": False})
+        data.extend(model_voice_entries(name, served.family, dict(aliases.voices.get(name, {}))))
     return {"object": "list", "data": data}
 
 
-__all__ = ["models_list", "tag_case", "voice_entry", "voice_languages", "voices_list"]
+__all__ = ["model_voice_entries", "models_list", "tag_case", "voice_entry", "voice_languages",
+           "voices_list"]

@@ -30,7 +30,6 @@ from voxflow.engine.engine import Engine
 from voxflow.engine.request import AudioChunk, SpeechRequest
 from voxflow.engine.stream import SpeechStream
 from voxflow.errors import VoxflowError
-from voxflow.server.aliases import Aliases
 from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
 
@@ -187,16 +186,11 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     if access is not None:
         access.model, access.voice, access.chars = body.model, body.voice_id, len(body.input)
         access.fmt, access.stream = body.response_format, streams
-    aliases: Aliases = getattr(request.app.state, "aliases", None) or Aliases()
-    model, voice = aliases.resolve(engine, body.model, body.voice_id)
-    if (model, voice) != (body.model, body.voice_id):
-        body = body.model_copy(update={"model": model, "voice": voice})
-        if access is not None:  # the access line names the served model and voice
-            access.model, access.voice = model, voice
     speech = to_engine_request(body, getattr(request.state, "request_id", None))
-    stream = engine.submit(speech)
+    stream = engine.submit(speech)  # resolves model and voice aliases
     if access is not None:
         state = stream.state
+        access.model, access.voice = state.request.model, state.request.voice  # served names
         access.audio = lambda: state.audio_samples / state.sample_rate
     # Until a StreamingResponse takes over (it watches the connection itself), a client that
     # leaves cancels the request here, whether it waits for the first chunk or the whole file.
