@@ -70,6 +70,18 @@ class ServerSettings(_Strict):
         "and responses carry `Access-Control-Allow-Origin`. Empty (the default): CORS is off.",
     )
 
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins_list(cls, value: object) -> object:
+        if not isinstance(value, list | tuple):
+            got = "a string" if isinstance(value, str) else repr(value)
+            raise ValueError(
+                f"must be a list of origins, not {got}: write "
+                '["https://app.example.com"] (YAML: a list; --set: '
+                """'server.cors_origins=["https://app.example.com"]')"""
+            )
+        return value
+
     @field_validator("cors_origins")
     @classmethod
     def _origins(cls, origins: list[str]) -> list[str]:

@@ -44,8 +44,42 @@ def test_item3_other_origins_get_no_cors_headers():
     c = client(cors_origins=[ORIGIN])
     r = c.options("/v1/audio/speech", headers={**PREFLIGHT, "Origin": "https://evil.example"})
     assert r.status_code == 400 and "access-control-allow-origin" not in r.headers
-    r = c.get("/v1/models", headers={"Origin": "https://evil.example"})
-    assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+    # Only Vary (caches keep origins apart) and our own headers: no Access-Control-* at all.
+    assert not [h for h in r.headers if h.lower().startswith("access-control-")], r.headers
+    assert "Origin" in r.headers["vary"]
+    assert r.headers["content-type"] == "application/json"
+    assert r.json() == {"error": {
+        "message": "CORS preflight refused: origin 'https://evil.example' is not allowed "
+                   "(server.cors_origins).",
+        "type": "invalid_request_error", "param": None, "code": "cors_not_allowed"}}
+    assert len(r.headers["x-request-id"]) == 32
+    for path in ("/v1/models", "/nowhere"):
+        r = c.get(path, headers={"Origin": "https://evil.example"})
+        assert r.status_code in (200, 404)
+        assert not [h for h in r.headers if h.lower().startswith("access-control-")], r.headers
+        assert r.headers["vary"] == "Origin"
+
+
+def test_item3_a_refused_method_from_an_allowed_origin_is_an_openai_error():
+    c = client(cors_origins=[ORIGIN])
+    r = c.options("/v1/audio/speech", headers={**PREFLIGHT, "Access-Control-Request-Method": "PUT"})
+    assert r.status_code == 400
+    assert r.json()["error"] == {
+        "message": "CORS preflight refused: method 'PUT' is not allowed (GET, POST, OPTIONS).",
+        "type": "invalid_request_error", "param": None, "code": "cors_not_allowed"}
+    assert r.headers["access-control-allow-origin"] == ORIGIN  # Starlette's headers kept
+
+
+@pytest.mark.parametrize(("value", "got"), [("https://app.example.com", "a string"), (5, "5")])
+def test_item3_cors_origins_not_a_list_is_our_message(value, got):
+    with pytest.raises(ConfigError) as info:
+        load_settings(None, {"server.cors_origins": value})
+    message = str(info.value)
+    assert message == (
+        f"invalid configuration: server.cors_origins: Value error, must be a list of origins, "
+        f"not {got}: write [\"https://app.example.com\"] (YAML: a list; --set: "
+        """'server.cors_origins=["https://app.example.com"]')""")
+    assert "valid list" not in message
 
 
 def test_item3_any_origin_with_star():
