@@ -4,6 +4,8 @@ Routes:
 - ``POST /v1/audio/speech``: speech (see `voxflow.server.speech`).
 - ``GET /v1/models``: served models, OpenAI list shape, with their family and voices, then
   their aliases (``alias_of``; `voxflow.engine.aliases`).
+- ``GET /v1/models/{id}``: one entry of that list, an alias too (the openai client's
+  ``models.retrieve``); 404 ``model_not_found`` otherwise.
 - ``GET /v1/audio/voices``: every voice (id, model, family, language, every language it
   accepts, sample rate); ``?model=``.
 - ``GET /health``: 200 once every model is loaded and warmed up, else 503; per-model status.
@@ -11,7 +13,10 @@ Routes:
 
 Every response carries ``X-Request-Id`` and each speech request leaves one ``voxflow.access``
 log line (`voxflow.server.request_id`). With ``server.cors_origins`` set, Starlette's
-CORSMiddleware answers preflights and adds ``Access-Control-Allow-Origin`` for those origins.
+CORSMiddleware (`voxflow.server.cors`: refusals in the OpenAI error shape) answers preflights
+and adds ``Access-Control-Allow-Origin`` for those origins. Every route declares the error
+responses it can send (`voxflow.server.openapi`), for ``/docs``. A trailing slash is not
+redirected: ``/v1/audio/speech/`` is a 404 like any unknown route.
 """
 
 from __future__ import annotations
@@ -20,19 +25,24 @@ import logging
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
-from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from voxflow import __version__
 from voxflow.config import Settings
 from voxflow.engine.engine import Engine
+from voxflow.server.cors import OpenAICORSMiddleware
 from voxflow.server.errors import install_error_handlers
 from voxflow.server.listings import models_list, voices_list
+from voxflow.server.openapi import error_responses, install_openapi
 from voxflow.server.request_id import RequestIdMiddleware
 from voxflow.server.speech import create_speech
 
 log = logging.getLogger(__name__)
+
+SPEECH_TYPES = ("audio/mpeg", "audio/wav", "audio/pcm", "audio/flac", "audio/ogg", "audio/aac",
+                "text/event-stream")
+"""Content types of a speech response (`response_format`; SSE with ``stream_format: "sse"``)."""
 
 EXPOSED_HEADERS = ("X-Request-Id", "X-Sample-Rate", "X-Dropped-Letters", "Retry-After")
 """Response headers a browser page may read when CORS is on (`server.cors_origins`)."""
@@ -47,6 +57,16 @@ async def list_models(request: Request) -> dict:
     """`GET /v1/models`."""
     state = request.app.state
     return models_list(state.engine, state.engine.aliases)
+
+
+async def get_model(request: Request, model_id: str) -> dict:
+    """`GET /v1/models/{model_id}`: the entry `GET /v1/models` lists for it (an alias too,
+    with ``alias_of``), as the openai client's ``models.retrieve`` expects; else a 404."""
+    for entry in (await list_models(request))["data"]:
+        if entry["id"] == model_id:
+            return entry
+    engine: Engine = request.app.state.engine
+    raise engine.aliases.model_not_found(engine, model_id)  # the message speech gives
 
 
 async def list_voices(request: Request, model: str | None = None) -> dict:
@@ -83,13 +103,17 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         finally:
             engine.stop()
 
-    app = FastAPI(title="voxflow", version=__version__, lifespan=lifespan)
+    # redirect_slashes=False: `/v1/audio/speech/` is a 404 in our shape, not a 307 that
+    # clients follow as a GET or not at all
+    app = FastAPI(title="voxflow", version=__version__, lifespan=lifespan,
+                  redirect_slashes=False)
     app.state.engine = engine
     app.state.settings = settings
     install_error_handlers(app)
+    install_openapi(app)  # no 422 in /docs: never sent
     if settings.server.cors_origins:
         app.add_middleware(
-            CORSMiddleware,
+            OpenAICORSMiddleware,
             allow_origins=list(settings.server.cors_origins),
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=["*"],  # the OpenAI SDKs send Authorization and x-stainless-* headers
@@ -97,10 +121,24 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
             max_age=600,
         )
     app.add_middleware(RequestIdMiddleware)  # outermost: every response carries X-Request-Id
-    app.add_api_route("/v1/audio/speech", create_speech, methods=["POST"])
-    for path, endpoint in (("/v1/models", list_models), ("/v1/audio/voices", list_voices),
-                           ("/health", health), ("/metrics", metrics)):
-        app.add_api_route(path, endpoint, methods=["GET"])
+    app.add_api_route(
+        "/v1/audio/speech", create_speech, methods=["POST"], summary="Create speech",
+        response_class=Response,
+        responses={200: {"description": "The audio, streamed by default (docs/api.md).",
+                         "content": {t: {} for t in SPEECH_TYPES}},
+                   **error_responses(400, 404, 405, 429, 500, 503, 504)},
+    )
+    for path, endpoint, errors in (
+        ("/v1/models", list_models, (405,)),
+        ("/v1/models/{model_id}", get_model, (404, 405)),
+        ("/v1/audio/voices", list_voices, (404, 405)),
+        ("/health", health, (405,)),
+        ("/metrics", metrics, (405,)),
+    ):
+        responses: dict = error_responses(*errors)
+        if endpoint is health:
+            responses[503] = {"description": "Not every model is ready yet (same body)."}
+        app.add_api_route(path, endpoint, methods=["GET"], responses=responses)
     return app
 
 

@@ -167,18 +167,28 @@ def validation_error(exc: RequestValidationError) -> InvalidRequestError:
         )
     if kind in ("string_too_short", "string_too_long"):
         n = len(value) if isinstance(value, str) else 0
-        length = (
+        if kind == "string_too_short" and n == 0:
+            return InvalidRequestError(
+                f"Invalid value for '{name}': it must not be empty.", param=field,
+                code="invalid_value",
+            )
+        bound, limit = (
             ("at least", ctx.get("min_length")) if kind == "string_too_short"
             else ("at most", ctx.get("max_length"))
         )
         return InvalidRequestError(
-            f"Invalid value for '{name}': {echo(value)} is {n} characters; it must have "
-            f"{length[0]} {length[1]} characters.",
+            f"Invalid value for '{name}': {echo(value)} is {_characters(n)} long; it must be "
+            f"{bound} {_characters(limit)} long.",
             param=field, code="invalid_value",
         )
     return InvalidRequestError(
         f"Invalid value for '{name}': {echo(value)}.", param=field or None, code="invalid_value"
     )
+
+
+def _characters(n: object) -> str:
+    """``1 character``, ``35 characters``."""
+    return f"{n} character" if n == 1 else f"{n} characters"
 
 
 _HTTP_CODES = {400: "invalid_json", 404: "not_found", 405: "method_not_allowed"}
@@ -191,7 +201,8 @@ def http_error(status: int, method: str, path: str) -> VoxflowError:
     where = clip(path)
     message = {
         400: f"Request body could not be read; send a JSON object like {BODY_EXAMPLE}.",
-        404: f"No route {method} {where}; see docs/api.md for the endpoints.",
+        404: f"No route {method} {where}; the endpoints are listed at /docs (and in "
+             "docs/api.md).",
         405: f"Method {method} is not allowed on {where}.",
     }.get(status, f"HTTP {status} on {method} {where}.")
     error = VoxflowError(message, code=_HTTP_CODES.get(status, "http_error"))

@@ -30,17 +30,48 @@ class SpeechBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: StrictStr
-    input: StrictStr
-    voice: StrictStr | VoiceRef
-    response_format: ResponseFormat = "mp3"  # the OpenAI default
-    speed: Annotated[float, Field(strict=True)] = 1.0
-    stream_format: Literal["audio", "sse"] = "audio"
-    instructions: StrictStr | None = None
-    seed: StrictInt | None = None  # range checked by the engine (voxflow.engine.checks)
+    # Descriptions and the bounds under json_schema_extra are for /docs only: the engine's
+    # checks (voxflow.engine.checks) are the one place that enforces speed, seed and input.
+    model: StrictStr = Field(
+        description="A served model (`GET /v1/models`), e.g. `piper`, or a model alias such "
+        "as `tts-1`."
+    )
+    input: StrictStr = Field(
+        description="The text (or SSML starting with `<speak>`) to speak: 1 to "
+        "`server.max_input_chars` (4,096 by default) characters, not only whitespace.",
+        json_schema_extra={"minLength": 1, "maxLength": 4096},
+    )
+    voice: StrictStr | VoiceRef = Field(
+        description="A voice of the model (`GET /v1/audio/voices`) or a voice alias such as "
+        '`alloy`; a string or `{"id": string}`.'
+    )
+    response_format: ResponseFormat = Field(  # the OpenAI default
+        "mp3", description="The audio encoding."
+    )
+    speed: Annotated[float, Field(strict=True)] = Field(
+        1.0, description="0.25 to 4.0; divides the duration, pauses included, pitch kept.",
+        json_schema_extra={"minimum": 0.25, "maximum": 4.0},
+    )
+    stream_format: Literal["audio", "sse"] = Field(
+        "audio", description="`sse`: server-sent events with base64 audio (implies streaming)."
+    )
+    instructions: StrictStr | None = Field(
+        None, description="Not supported by the served models: a non-empty value is a 400."
+    )
+    seed: StrictInt | None = Field(  # range checked by the engine (voxflow.engine.checks)
+        None, description="0 to 2**63-1: the same request and seed give the same bytes.",
+        # no "maximum": OpenAPI writes numbers as floats, and 2**63-1 would round up
+        json_schema_extra={"minimum": 0},
+    )
     # None: the server's `server.stream_by_default` decides (true unless configured otherwise).
-    stream: StrictBool | None = None
-    language: Annotated[StrictStr, Field(min_length=1, max_length=35)] | None = None
+    stream: StrictBool | None = Field(
+        None, description="`true`: audio as it is produced (chunked); `false`: the whole file "
+        "with Content-Length. Absent: `server.stream_by_default` (true unless configured)."
+    )
+    language: Annotated[StrictStr, Field(min_length=1, max_length=35)] | None = Field(
+        None, description="The language the whole input is read in (`en`, `en-GB`, `ja`); "
+        "one the voice speaks. Absent: decided from the text's scripts."
+    )
 
     @field_validator("voice", mode="before")
     @classmethod
