@@ -122,3 +122,14 @@ def test_item5_language_length_messages_read_well(client, language, message):
     r = client.post("/v1/audio/speech", json={"model": "piper", "input": "Hi.", "voice": "joe",
                                               "language": language})
     _error(r, 400, "invalid_value", message, param="language")
+
+
+def test_item5_the_openai_client_retrieves_a_model_and_its_alias(client):
+    openai = pytest.importorskip("openai")
+    api = openai.OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=client)
+    model = api.models.retrieve("tts-1")
+    assert (model.id, model.owned_by, model.model_extra["alias_of"]) == ("tts-1", "voxflow",
+                                                                         "piper")
+    with pytest.raises(openai.NotFoundError) as info:
+        api.models.retrieve("tts-2")
+    assert info.value.body["code"] == "model_not_found"
