@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from voxflow.bench.memory import parse_rss
-from voxflow.bench.soak import SoakPlan, run_soak, soak_schedule, soak_table
+from voxflow.bench.soak import SoakPlan, run_soak, server_voices, soak_schedule, soak_table
 from voxflow.cli import main
 
 METRICS = """\
@@ -145,3 +145,22 @@ def test_soak_rejects_bad_options_at_parsing(capsys, argv, message):
 def test_serve_command_without_port_placeholder_is_a_usage_error(capsys):
     assert main(["bench", "soak", "--serve", "true"]) == 2
     assert "{port}" in capsys.readouterr().err
+
+
+def test_voices_come_from_the_listing_without_their_aliases():
+    listing = {"object": "list", "data": [
+        {"id": "joe", "model": "piper"},
+        {"id": "alloy", "model": "piper", "alias_of": "joe"},
+        {"id": "jm_kumo", "model": "kokoro"},
+        {"id": "onyx", "model": "kokoro", "alias_of": "jm_kumo"},
+    ]}
+
+    async def main_():
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, json=listing))
+        async with httpx.AsyncClient(transport=transport) as client:
+            return (await server_voices(client, "http://x"),
+                    await server_voices(client, "http://x", ["kokoro"]))
+
+    every, kokoro = asyncio.run(main_())
+    assert every == [("piper", "joe"), ("kokoro", "jm_kumo")]
+    assert kokoro == [("kokoro", "jm_kumo")]

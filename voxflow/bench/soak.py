@@ -138,7 +138,9 @@ def soak_schedule(
 
 async def server_voices(client: httpx.AsyncClient, url: str,
                         models: Sequence[str] | None = None) -> list[tuple[str, str]]:
-    """(model, voice) pairs the server lists at ``GET /v1/audio/voices``, of `models` if given.
+    """(model, voice) pairs the server lists at ``GET /v1/audio/voices``, of `models` if given;
+    voice aliases (entries with ``alias_of``, e.g. OpenAI's ``alloy``) are left out, so each
+    real voice is sent once.
 
     Raises:
         ValueError: the listing is unreadable, or no voice of the wanted models is listed.
@@ -146,7 +148,7 @@ async def server_voices(client: httpx.AsyncClient, url: str,
     try:
         response = await client.get(f"{url}/v1/audio/voices", timeout=10)
         data = response.json()["data"]
-        pairs = [(str(v["model"]), str(v["id"])) for v in data]
+        pairs = [(str(v["model"]), str(v["id"])) for v in data if "alias_of" not in v]
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"cannot read {url}/v1/audio/voices: {exc}") from None
     if models:
