@@ -22,6 +22,7 @@ from voxflow.models.cosyvoice3.dit import DiT, attention_mask  # noqa: E402
 from voxflow.models.cosyvoice3.flow import (  # noqa: E402
     CausalMaskedDiffWithDiT,
     FlowConfig,
+    cosine_t_span,
     fixed_noise,
 )
 
@@ -173,3 +174,79 @@ def test_streaming_mask_is_chunk_causal_from_frame_0() -> None:
 def test_a_row_without_valid_keys_attends_everything() -> None:
     m = attention_mask(torch.zeros(1, 1, 5), streaming=False, chunk_size=10)
     assert m.all()
+
+
+# ---- item 6: Euler + CFG (c.*) ----
+
+
+def solve(flow: CausalMaskedDiffWithDiT, fx: dict[str, Any], name: str) -> tuple[Any, ...]:
+    """The c.{name} solve and its trace: t [10], x [10, 80, 50], v [10, 2, 80, 50], out."""
+    c = f"c.{name}."
+    steps: list[tuple[Any, Any, Any]] = []
+
+    def hook(step: int, t: Any, x: Any, v_pair: Any) -> None:
+        assert step == len(steps)
+        steps.append((t.clone(), x.clone(), v_pair.clone()))
+
+    with torch.no_grad():
+        out = flow.decoder(fx[c + "in.mu"], fx[c + "in.mask"], fx[c + "in.spks"],
+                           fx[c + "in.cond"], streaming=name == "stream", on_step=hook)
+    assert len(steps) == 10
+    t = torch.cat([s[0] for s in steps])
+    x = torch.cat([s[1] for s in steps])
+    v = torch.stack([s[2] for s in steps])
+    return t, x, v, out
+
+
+def test_noise_slice_is_x0(flow: CausalMaskedDiffWithDiT, fx: dict[str, Any]) -> None:
+    x0 = flow.decoder.noise(50, torch.device("cpu"), torch.float32)
+    assert torch.equal(x0, fx["c.nonstream.in.noise_z"])
+    assert torch.equal(x0, fx["c.stream.in.noise_z"])
+
+
+def test_cosine_schedule() -> None:
+    t = cosine_t_span(10)
+    assert t.shape == (11,) and t[0] == 0 and abs(float(t[-1]) - 1) < 1e-7
+    assert torch.all(t[1:] > t[:-1])
+
+
+@pytest.mark.parametrize("name", ["nonstream", "stream"])
+def test_euler_cfg_steps_and_output(flow: CausalMaskedDiffWithDiT, fx: dict[str, Any],
+                                    name: str) -> None:
+    t, x, v, out = solve(flow, fx, name)
+    c = f"c.{name}."
+    assert max_diff(t, fx[c + "step_t"]) < ONE_CALL
+    assert max_diff(x, fx[c + "step_x"]) < ONE_CALL
+    assert max_diff(v, fx[c + "step_v_pair"]) < ONE_CALL
+    assert out.shape == (1, 80, 50) and out.dtype == torch.float32
+    assert max_diff(out, fx[c + "out_full"]) < SOLVE
+
+
+def test_each_step_from_the_reference_inputs(flow: CausalMaskedDiffWithDiT,
+                                             fx: dict[str, Any]) -> None:
+    """One estimator call per step on the fixture's own x and t gives its v pair (no drift)."""
+    c = "c.stream."
+    est = flow.decoder.estimator
+    mu = torch.cat((fx[c + "in.mu"], torch.zeros_like(fx[c + "in.mu"])))
+    spks = torch.cat((fx[c + "in.spks"], torch.zeros_like(fx[c + "in.spks"])))
+    cond = torch.cat((fx[c + "in.cond"], torch.zeros_like(fx[c + "in.cond"])))
+    mask = torch.ones(2, 1, 50)
+    with torch.no_grad():
+        for k in range(10):
+            x = fx[c + "step_x"][k:k + 1].expand(2, -1, -1)
+            t = fx[c + "step_t"][k].repeat(2)
+            v = est(x, mask, mu, t, spks, cond, streaming=True)
+            assert max_diff(v, fx[c + "step_v_pair"][k]) < ONE_CALL
+
+
+def test_a_batch_of_rows_solves_each_row_alone(flow: CausalMaskedDiffWithDiT,
+                                               fx: dict[str, Any]) -> None:
+    """Two requests in one solve (2B = 4 estimator rows) give each its own mel."""
+    c = "c.stream."
+    mu, mask, spks, cond = (fx[c + "in." + k] for k in ("mu", "mask", "spks", "cond"))
+    with torch.no_grad():
+        alone = flow.decoder(mu, mask, spks, cond, streaming=True)
+        both = flow.decoder(torch.cat((mu, mu.flip(2))), torch.cat((mask, mask)),
+                            torch.cat((spks, -spks)), torch.cat((cond, cond)), streaming=True)
+    assert max_diff(both[:1], alone) < ONE_CALL
+    assert max_diff(both[:1], both[1:]) > 0.01
