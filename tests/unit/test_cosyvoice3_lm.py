@@ -255,6 +255,29 @@ def test_kv_cache_equals_a_full_recompute(lm: CosyVoice3LM, zs_input, fx: dict) 
     assert maxdiff(full_logits[0], fx["zs.greedy.logits"][6]) < 1e-4
 
 
+def test_batched_rows_equal_single_rows(lm: CosyVoice3LM, zs_input, fx: dict) -> None:
+    with torch.inference_mode():
+        other = zs_input.flip(0)
+        single = [lm(x[None])[0] for x in (zs_input, other)]
+        cache = KVCache()
+        batched, _ = lm(torch.stack([zs_input, other]), cache)
+        step = lm.embed_speech(torch.tensor([56, 3]))[:, None]
+        stepped, _ = lm(step, cache)
+    assert maxdiff(batched[0], single[0][0]) < 1e-5
+    assert maxdiff(batched[1], single[1][0]) < 1e-5
+    assert maxdiff(stepped[0], fx["zs.greedy.logits"][1]) < 1e-4
+
+
+def test_bfloat16_runs_close_to_float32(zs_input, fx: dict) -> None:
+    model = CosyVoice3LM(TINY_LM_CONFIG)
+    model.load_state_dict(tensors("lm_tiny_state_dict.safetensors.gz"), strict=True)
+    model = model.to(torch.bfloat16).eval()
+    with torch.inference_mode():
+        logits, hidden = model(zs_input.to(torch.bfloat16)[None])
+    assert logits.dtype == hidden.dtype == torch.bfloat16
+    assert maxdiff(logits[0].float(), fx["zs.greedy.logits"][0]) < 0.1
+
+
 def test_length_limits() -> None:
     assert length_limits(5) == (10, 100)
     assert length_limits(0) == (0, 0)
