@@ -250,3 +250,51 @@ def test_a_batch_of_rows_solves_each_row_alone(flow: CausalMaskedDiffWithDiT,
                             torch.cat((spks, -spks)), torch.cat((cond, cond)), streaming=True)
     assert max_diff(both[:1], alone) < ONE_CALL
     assert max_diff(both[:1], both[1:]) > 0.01
+
+
+# ---- item 7: flow inference (d.*) ----
+
+
+def infer(flow: CausalMaskedDiffWithDiT, fx: dict[str, Any], token: Any, streaming: bool,
+          finalize: bool) -> Any:
+    return flow.inference(token, fx["in.prompt_token"], fx["in.prompt_feat"], fx["in.embedding"],
+                          streaming=streaming, finalize=finalize)
+
+
+@pytest.mark.parametrize(("mode", "streaming"), [("nonstream", False), ("stream", True)])
+@pytest.mark.parametrize(("end", "finalize", "frames"),
+                         [("final", True, 36), ("nonfinal", False, 30)])
+def test_flow_inference(flow: CausalMaskedDiffWithDiT, fx: dict[str, Any], mode: str,
+                        streaming: bool, end: str, finalize: bool, frames: int) -> None:
+    mel = infer(flow, fx, fx["in.token"], streaming, finalize)
+    assert mel.shape == (1, 80, frames) and mel.dtype == torch.float32
+    assert max_diff(mel, fx[f"d.{mode}.{end}.mel"]) < SOLVE
+    if finalize:
+        assert max_diff(fx[f"d.{mode}.{end}.mel"], fx[f"c.{mode}.out_full"][:, :, 14:]) == 0
+
+
+def test_streamed_calls_repeat_the_settled_prefix(flow: CausalMaskedDiffWithDiT,
+                                                  fx: dict[str, Any]) -> None:
+    """Spec §6 streaming property, §9.7 schedule (P = 7, first hop 5 + pad 3): call 0 on 11
+    tokens gives 16 frames; call 1 on 18 tokens repeats them (P + offset = 15 tokens = 3 chunks)."""
+    first = infer(flow, fx, fx["in.token"][:, :11], streaming=True, finalize=False)
+    second = infer(flow, fx, fx["in.token"], streaming=True, finalize=False)
+    assert first.shape == (1, 80, 16) and second.shape == (1, 80, 30)
+    assert max_diff(second[:, :, :16], first) < ONE_CALL
+    full = infer(flow, fx, fx["in.token"], streaming=False, finalize=False)
+    assert max_diff(full[:, :, :16], first) > 0.01  # full attention sees the later frames
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_right_padding_with_masked_keys_keeps_valid_frames(flow: CausalMaskedDiffWithDiT,
+                                                           fx: dict[str, Any],
+                                                           streaming: bool) -> None:
+    """The basis of padded buckets (spec §6, §10): 37 valid frames padded to 50."""
+    i = {k: fx[f"b.pad.in.{k}"][:1] for k in ("x", "mask", "mu", "t", "spks", "cond")}
+    pad = [torch.nn.functional.pad(i[k], (0, 13)) for k in ("x", "mask", "mu")]
+    cond = torch.nn.functional.pad(i["cond"], (0, 13))
+    est = flow.decoder.estimator
+    with torch.no_grad():
+        alone = est(i["x"], i["mask"], i["mu"], i["t"], i["spks"], i["cond"], streaming=streaming)
+        padded = est(pad[0], pad[1], pad[2], i["t"], i["spks"], cond, streaming=streaming)
+    assert max_diff(padded[:, :, :37], alone) < ONE_CALL
