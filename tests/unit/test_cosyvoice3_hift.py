@@ -224,3 +224,14 @@ def test_folded_weight_norm_gives_the_same_speech(fx: dict[str, Any]) -> None:
     assert max_diff(after, before) <= 1e-6
     model.load_state_dict(tensors("hift_tiny_state_dict.safetensors"), strict=True)
     assert model.conv_pre.folded is None  # a load drops the stale fold
+
+
+def test_built_on_meta_then_loaded_with_assign_matches_full_speech(fx: dict[str, Any]) -> None:
+    # The loader's path (spec §1 item 1; issue: mmap + assign=True): nothing on `meta` remains.
+    with torch.device("meta"):
+        model = CausalHiFTGenerator(HiFTConfig.tiny())
+    model.load_state_dict(tensors("hift_tiny_state_dict.safetensors"), strict=True, assign=True)
+    model.eval().set_sine_waves(fx["buf.sine_waves_prefix"])
+    assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()])
+    speech, _ = model.inference(fx["in.mel"][:, :, :20], finalize=False)
+    assert max_diff(speech, fx["stream.T20.speech"]) <= VOCODER
