@@ -72,6 +72,18 @@ class HiFTConfig:
     conv_pre_look_right: int = 4
     f0_cond_channels: int = 512
 
+    def __post_init__(self) -> None:
+        if self.sampling_rate == 22050:
+            raise ValueError("the 22.05 kHz HiFT (reference SineGen, not SineGen2) is not built")
+        stages = len(self.upsample_rates)
+        if not (
+            len(self.upsample_kernel_sizes) == len(self.source_resblock_kernel_sizes)
+            == len(self.source_resblock_dilation_sizes) == stages
+        ):
+            raise ValueError("upsample rates, their kernels and the source resblocks must pair up")
+        if len(self.resblock_kernel_sizes) != len(self.resblock_dilation_sizes):
+            raise ValueError("resblock kernel sizes and dilation sizes must pair up")
+
     @classmethod
     def tiny(cls) -> HiFTConfig:
         """The fixture model (spec §2: base / F0 cond channels 32 / 32)."""
