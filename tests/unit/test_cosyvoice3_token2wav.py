@@ -237,6 +237,15 @@ def test_an_empty_segment_is_silence(flow: Any, hift: Any, prompt: FlowPrompt) -
         assert piece.shape == (1, 0) and segment.calls == []
 
 
+def test_stop_ids_and_negative_ids_are_refused(flow: Any, hift: Any, prompt: FlowPrompt) -> None:
+    segment = Token2WavSegment(flow, hift, prompt, Token2WavConfig.tiny(), mode="offline")
+    for bad in (81, 137, -1):  # tiny S = 81: every id >= S is a stop id
+        with pytest.raises(ValueError, match="outside"):
+            segment.push(bad)
+    segment.push(80)
+    assert segment.tokens == [80]
+
+
 def test_a_finished_segment_refuses_more(flow: Any, hift: Any, prompt: FlowPrompt) -> None:
     segment = Token2WavSegment(flow, hift, prompt, Token2WavConfig.tiny(), mode="offline")
     segment.finish()

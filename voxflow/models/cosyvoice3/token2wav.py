@@ -273,12 +273,18 @@ class Token2WavSegment:
     # -- driving --------------------------------------------------------------------------
 
     def push(self, tokens: int | Iterable[int]) -> list[Tensor]:
-        """Add LM tokens; returns the pieces [1, n] of every chunk now due (usually 0 or 1)."""
+        """Add LM tokens (ids in [0, S)); returns the pieces [1, n] of every chunk now due
+        (usually 0 or 1). Raises ValueError for an id outside [0, S), e.g. a stop id."""
         if self.finished:
             raise RuntimeError("this token2wav segment is already finished")
-        for token in [tokens] if isinstance(tokens, int) else tokens:
-            if self.silent_filter is None or self.silent_filter.accept(int(token)):
-                self.tokens.append(int(token))
+        vocab = self.flow.config.vocab_size
+        for value in [tokens] if isinstance(tokens, int) else tokens:
+            token = int(value)
+            if not 0 <= token < vocab:
+                raise ValueError(f"speech token {token} is outside [0, {vocab}) (stop ids end "
+                                 "the segment and never reach token2wav)")
+            if self.silent_filter is None or self.silent_filter.accept(token):
+                self.tokens.append(token)
         pieces: list[Tensor] = []
         if self.mode == "streaming":
             while self.schedule.due(len(self.tokens)):
