@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,14 @@ def test_assign_onto_a_meta_module_materialises_it() -> None:
     with torch.device("meta"):
         module = Small()
     state = small_state()
+    with pytest.raises(StateDictError) as caught:  # `scratch` is not in any state dict
+        loader.load_strict(module, state, assign=True)
+    assert caught.value.problems == [
+        "'scratch' [7] float32 is on meta and not in the state dict (a non-persistent buffer?): "
+        "build it on a real device before loading"
+    ]
+    assert module.proj.weight.device.type == "meta"  # nothing was loaded
+    module.scratch = torch.zeros(7)
     loader.load_strict(module, state, assign=True)
     assert module.proj.weight.device.type == "cpu"
     assert isinstance(module.proj.weight, nn.Parameter)
@@ -275,6 +284,7 @@ def test_checkpoint_directory_round_trip(tmp_path: Path) -> None:
     assert torch.equal(lm_module.llm_decoder.weight, lm["llm_decoder.weight"])
     with torch.device("meta"):
         flow_module = Small()
+    flow_module.scratch = torch.zeros(7)  # non-persistent: built for real, not loaded
     loader.load_checkpoint(flow_module, read["flow.pt"], "flow.pt")
     assert torch.equal(flow_module.conv.weight, flow["conv.weight"])
     hift_module = nn.Module()
@@ -318,3 +328,41 @@ def test_fixture_reader_agrees() -> None:
     assert loader.read_safetensors(FIXTURES / "lm_tiny_state_dict.safetensors.gz").keys() == (
         tensors("lm_tiny_state_dict.safetensors.gz").keys()
     )
+
+
+# --- the real module classes (lm.py, flow.py, hift.py) ----------------------------------------
+
+
+def _real_modules() -> dict[str, tuple[Callable[[], nn.Module], Callable[[], nn.Module]]]:
+    from voxflow.models.cosyvoice3.flow import CausalMaskedDiffWithDiT, FlowConfig
+    from voxflow.models.cosyvoice3.hift import CausalHiFTGenerator, HiFTConfig
+    from voxflow.models.cosyvoice3.lm import FULL_LM_CONFIG, TINY_LM_CONFIG, CosyVoice3LM
+
+    return {
+        "flow.pt": (
+            lambda: CausalMaskedDiffWithDiT(FlowConfig()),
+            lambda: CausalMaskedDiffWithDiT(FlowConfig.tiny()),
+        ),
+        "hift.pt": (
+            lambda: CausalHiFTGenerator(HiFTConfig()),
+            lambda: CausalHiFTGenerator(HiFTConfig.tiny()),
+        ),
+        "llm.pt": (lambda: CosyVoice3LM(FULL_LM_CONFIG), lambda: CosyVoice3LM(TINY_LM_CONFIG)),
+    }
+
+
+@pytest.mark.parametrize("name", ["flow.pt", "hift.pt", "llm.pt"])
+def test_real_modules_match_the_manifest_and_load_the_tiny_dicts(name: str) -> None:
+    full, tiny = _real_modules()[name]
+    entry = loader.read_manifest(FIXTURES)[name]
+    with torch.device("meta"):
+        module = full()
+    state = module.state_dict()
+    loader.check_state_dict(loader.meta_state_dict(entry.keys), state, what=name)
+    assert list(state) == [s.key for s in entry.keys]
+    assert loader.count_module(module) == loader.FULL_SIZE_COUNTS[name]
+    small = tiny()
+    weights = loader.read_tiny_state_dicts(FIXTURES)[name]
+    loader.load_checkpoint(small, weights, name, assign=False)
+    for key, value in small.state_dict().items():
+        assert torch.equal(value.float(), weights[key]), key

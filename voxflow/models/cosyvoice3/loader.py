@@ -145,10 +145,14 @@ def load_strict(
     ``meta``, spec §3) the tensors become the module's parameters and buffers without a copy
     when dtype and device already match (keeping a ``torch.load(mmap=True)`` mapping); they are
     moved to the module's device unless that is ``meta``. Without ``assign`` values are copied
-    into the existing tensors.
+    into the existing tensors. With ``assign``, a parameter or buffer of the module that is on
+    ``meta`` and not in the state dict (a non-persistent buffer built on ``meta``) would stay
+    unusable: that raises `StateDictError` before anything is loaded.
     """
     expected = module.state_dict()
     check_state_dict(state_dict, expected, what=what)
+    if assign:
+        _check_nothing_left_on_meta(module, state_dict, what)
     ready: dict[str, torch.Tensor] = {}
     for key, value in state_dict.items():
         ref = expected[key]
@@ -156,6 +160,22 @@ def load_strict(
         ready[key] = value.to(dtype=ref.dtype, device=device)
     module.load_state_dict(ready, strict=True, assign=assign)
     return module
+
+
+def _check_nothing_left_on_meta(
+    module: nn.Module, state_dict: Mapping[str, torch.Tensor], what: str
+) -> None:
+    if any(value.device.type == "meta" for value in state_dict.values()):
+        return  # a meta inventory onto a meta module: nothing is materialised anyway
+    tensors = [*module.named_parameters(), *module.named_buffers()]
+    left = [
+        f"{name!r} {_describe(tensor)} is on meta and not in the state dict (a non-persistent "
+        "buffer?): build it on a real device before loading"
+        for name, tensor in tensors
+        if tensor.device.type == "meta" and name not in state_dict
+    ]
+    if left:
+        raise StateDictError(what, left)
 
 
 def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
@@ -341,13 +361,15 @@ def skeleton_module(
     (no copy; meta tensors stay on ``meta``), or a persistent buffer if listed in ``buffers``.
     ``tied`` maps an alias key to the key whose parameter it shares (so ``parameters()`` counts
     it once while ``state_dict()`` lists both). Used to count a manifest on ``meta`` and to test
-    loading without the real model classes. Raises ValueError if a name is both a module and a
-    tensor, or an alias's target is missing or of another shape.
+    loading without the real model classes. Keys may come in any order (safetensors files do
+    not keep one). Raises ValueError if a name is both a module and a tensor, or an alias's
+    target is missing or of another shape.
     """
     tied = dict(tied or {})
     root = nn.Module()
     buffer_keys = set(buffers)
-    placed: dict[str, torch.Tensor] = {}
+    placed: dict[str, nn.Parameter] = {}
+    aliases: list[tuple[nn.Module, str, str, torch.Tensor]] = []
     for key, tensor in state.items():
         *path, leaf = key.split(".")
         owner = root
@@ -362,21 +384,17 @@ def skeleton_module(
         if leaf in owner._modules:
             raise ValueError(f"{key!r} is a module and a tensor")
         if key in tied:
-            target = tied[key]
-            if target not in placed or placed[target].shape != tensor.shape:
-                raise ValueError(
-                    f"tied key {key!r}: no parameter {target!r} of its shape before it"
-                )
-            param = placed[target]
-            assert isinstance(param, nn.Parameter)
-            owner.register_parameter(leaf, param)
+            aliases.append((owner, leaf, key, tensor))  # after every parameter is placed
         elif key in buffer_keys:
             owner.register_buffer(leaf, tensor, persistent=True)
-            placed[key] = tensor
         else:
-            param = nn.Parameter(tensor, requires_grad=False)
-            owner.register_parameter(leaf, param)
-            placed[key] = param
+            placed[key] = nn.Parameter(tensor, requires_grad=False)
+            owner.register_parameter(leaf, placed[key])
+    for owner, leaf, key, tensor in aliases:
+        target = placed.get(tied[key])
+        if target is None or target.shape != tensor.shape:
+            raise ValueError(f"tied key {key!r}: no parameter {tied[key]!r} of its shape")
+        owner.register_parameter(leaf, target)
     return root
 
 
