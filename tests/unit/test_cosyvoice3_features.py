@@ -3,9 +3,10 @@
 Tolerance: the spec's 1e-5. The Matcha mel meets it everywhere. The Kaldi fbank and the Whisper
 mel meet it except in cells of very low energy, where the reference's float32 FFT rounding
 dominates: there the reference itself is up to 1.6e-4 (fbank, mel bins 0–3, near DC after
-preemphasis) and 2.5e-5 (Whisper) away from the exact float64 result, and our float32 FFT (another
-CPU, another MKL code path) rounds differently. Those cells get the bounds measured below, with
-about 2x margin; every other cell is held to 1e-5 or to a small count above it.
+preemphasis; 1.9e-5 in bins 4–79) and 2.5e-5 (Whisper) away from the exact float64 result, and our
+float32 FFT (another CPU, another MKL code path) rounds differently: here 1.0e-4 / 2.8e-5 and
+1.0e-5 from exact. The bounds below are the sum of both errors, so another CPU should pass too;
+the values measured here are in the comments.
 """
 
 from __future__ import annotations
@@ -57,13 +58,13 @@ def test_kaldi_fbank_matches_within_the_reference_float32_noise(
     assert fbank.shape == (148, 80)  # 1 + (24000 - 400) // 160
     diff = _diff(fbank, ref["fbank16k_kaldi"])
     assert diff[:, :4].max() <= 3e-4  # measured 1.2e-4; the reference's own error 1.6e-4
-    assert diff[:, 4:].max() <= 5e-5  # measured 2.3e-5
-    assert (diff > 1e-5).float().mean() <= 0.02  # measured 162 of 11,840 cells (1.4 %)
+    assert diff[:, 4:].max() <= 6e-5  # measured 2.3e-5
+    assert (diff > 1e-5).float().mean() <= 0.05  # measured 162 of 11,840 cells (1.4 %)
     assert torch.median(diff) <= 1e-6
     normed = features.speaker_fbank(wave16)
     assert normed.shape == (148, 80)
     ndiff = _diff(normed, ref["fbank16k_kaldi_meannorm"])
-    assert ndiff[:, :4].max() <= 3e-4 and ndiff[:, 4:].max() <= 5e-5
+    assert ndiff[:, :4].max() <= 3e-4 and ndiff[:, 4:].max() <= 6e-5
     assert torch.allclose(normed, fbank - fbank.mean(dim=0), atol=0, rtol=0)
 
 
@@ -83,7 +84,7 @@ def test_whisper_log_mel_within_1e5_but_six_cells(
     mel = features.whisper_log_mel(wave16.unsqueeze(0))
     assert mel.shape == (1, 128, 150)
     diff = _diff(mel, ref["whisper_logmel128_16k"])
-    assert diff.max() <= 3e-5  # measured 1.53e-5; the reference's own error 2.5e-5
+    assert diff.max() <= 4e-5  # measured 1.53e-5; the reference's own error 2.5e-5
     assert int((diff > 1e-5).sum()) <= 20  # measured 6 of 19,200 cells
     exact = features.whisper_log_mel(wave16.double())
     assert _diff(exact, ref["whisper_logmel128_16k"].double()).max() > 1e-5
