@@ -114,6 +114,10 @@ def test_assign_onto_a_meta_module_materialises_it() -> None:
         "build it on a real device before loading"
     ]
     assert module.proj.weight.device.type == "meta"  # nothing was loaded
+    with torch.device("meta"):
+        later = Small()
+    loader.load_strict(later, state, assign=True, set_later=["scratch"])  # the caller's job
+    assert later.proj.weight.device.type == "cpu" and later.scratch.device.type == "meta"
     module.scratch = torch.zeros(7)
     loader.load_strict(module, state, assign=True)
     assert module.proj.weight.device.type == "cpu"

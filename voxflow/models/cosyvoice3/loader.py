@@ -136,6 +136,7 @@ def load_strict(
     *,
     what: str = "state dict",
     assign: bool = False,
+    set_later: Iterable[str] = (),
 ) -> nn.Module:
     """Load ``state_dict`` into ``module`` strictly and return the module.
 
@@ -147,12 +148,13 @@ def load_strict(
     moved to the module's device unless that is ``meta``. Without ``assign`` values are copied
     into the existing tensors. With ``assign``, a parameter or buffer of the module that is on
     ``meta`` and not in the state dict (a non-persistent buffer built on ``meta``) would stay
-    unusable: that raises `StateDictError` before anything is loaded.
+    unusable: that raises `StateDictError` before anything is loaded, unless its name is in
+    ``set_later`` (a buffer the caller sets after loading, e.g. HiFT ``m_source.sine_waves``).
     """
     expected = module.state_dict()
     check_state_dict(state_dict, expected, what=what)
     if assign:
-        _check_nothing_left_on_meta(module, state_dict, what)
+        _check_nothing_left_on_meta(module, state_dict, what, set(set_later))
     ready: dict[str, torch.Tensor] = {}
     for key, value in state_dict.items():
         ref = expected[key]
@@ -163,7 +165,7 @@ def load_strict(
 
 
 def _check_nothing_left_on_meta(
-    module: nn.Module, state_dict: Mapping[str, torch.Tensor], what: str
+    module: nn.Module, state_dict: Mapping[str, torch.Tensor], what: str, set_later: set[str]
 ) -> None:
     if any(value.device.type == "meta" for value in state_dict.values()):
         return  # a meta inventory onto a meta module: nothing is materialised anyway
@@ -172,7 +174,7 @@ def _check_nothing_left_on_meta(
         f"{name!r} {_describe(tensor)} is on meta and not in the state dict (a non-persistent "
         "buffer?): build it on a real device before loading"
         for name, tensor in tensors
-        if tensor.device.type == "meta" and name not in state_dict
+        if tensor.device.type == "meta" and name not in state_dict and name not in set_later
     ]
     if left:
         raise StateDictError(what, left)
@@ -271,13 +273,19 @@ def read_checkpoint_dir(directory: str | Path) -> dict[str, dict[str, torch.Tens
 
 
 def load_checkpoint(
-    module: nn.Module, state_dict: Mapping[str, torch.Tensor], name: str, *, assign: bool = True
+    module: nn.Module,
+    state_dict: Mapping[str, torch.Tensor],
+    name: str,
+    *,
+    assign: bool = True,
+    set_later: Iterable[str] = (),
 ) -> nn.Module:
     """Load one checkpoint file's state dict (``name``: ``llm.pt``, ``flow.pt`` or ``hift.pt``)
     into ``module`` with `load_strict`, after dropping the `OPTIONAL_KEYS` the module lacks.
-    ``assign`` defaults to True (spec §3: modules built on ``meta``). Raises `StateDictError`."""
+    ``assign`` defaults to True (spec §3: modules built on ``meta``); ``set_later`` as in
+    `load_strict`. Raises `StateDictError`."""
     state = drop_optional_keys(state_dict, module, OPTIONAL_KEYS.get(name, ()))
-    return load_strict(module, state, what=name, assign=assign)
+    return load_strict(module, state, what=name, assign=assign, set_later=set_later)
 
 
 @dataclass(frozen=True)
