@@ -399,3 +399,28 @@ def test_silent_filter_resets_on_speech() -> None:
     assert [f.accept(t) for t in [1] * 7] == [True] * 5 + [False] * 2
     assert f.accept(40)
     assert [f.accept(t) for t in [2, 28, 29, 55, 248, 494]] == [True] * 5 + [False]
+
+
+def test_a_meta_built_lm_loaded_with_assign_runs_after_its_rope_table_is_made(
+    lm: CosyVoice3LM, zs_input
+) -> None:
+    """The real-checkpoint path (spec §3: build on meta, load with assign): the RoPE table is
+    in no checkpoint, so the loader refuses to leave it on meta unless the caller makes it
+    (`ROPE_BUFFERS`, `materialize_buffers`); then the logits equal the normally built model's."""
+    from voxflow.models.cosyvoice3 import loader
+    from voxflow.models.cosyvoice3.lm import ROPE_BUFFERS
+
+    state = tensors("lm_tiny_state_dict.safetensors.gz")
+    with torch.device("meta"):
+        refused = CosyVoice3LM(TINY_LM_CONFIG)
+    with pytest.raises(loader.StateDictError, match="rotary_emb.inv_freq"):
+        loader.load_strict(refused, state, assign=True)
+    with torch.device("meta"):
+        built = CosyVoice3LM(TINY_LM_CONFIG)
+    loader.load_strict(built, state, assign=True, set_later=ROPE_BUFFERS)
+    built.materialize_buffers("cpu")
+    assert all(t.device.type == "cpu" for t in [*built.parameters(), *built.buffers()])
+    with torch.inference_mode():
+        want, _ = lm(zs_input[None])
+        got, _ = built.eval()(zs_input[None])
+    assert torch.equal(got, want)

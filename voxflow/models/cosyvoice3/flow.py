@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from voxflow.models.cosyvoice3.dit import DiT
+from voxflow.models.cosyvoice3.noise import flow_rand_noise
 
 # Spec §8: noise seed, and the buffer's frames (15000 = 300 s at 50 fps, the prompt+speech cap).
-NOISE_SEED = 0
 NOISE_FRAMES = 15000
 MEL_BINS = 80
 # Spec §6 "Euler + CFG": 10 steps, cosine t-schedule, guidance rate 0.7.
@@ -66,15 +66,11 @@ class FlowConfig:
 
 
 def fixed_noise(frames: int = NOISE_FRAMES) -> Tensor:
-    """The flow's fixed noise (spec §8): seed 0, then randn(1, 80, 15000), CPU, float32.
-
-    Drawn from a private generator seeded with 0 (the same stream as `torch.manual_seed(0)`), so
-    the global RNG is left alone. `frames` < 15000 gives a prefix of the same buffer.
-    """
-    gen = torch.Generator(device="cpu").manual_seed(NOISE_SEED)
-    noise = torch.randn(1, MEL_BINS, NOISE_FRAMES, generator=gen, device="cpu",
-                        dtype=torch.float32)
-    return noise[:, :, :frames].contiguous()
+    """The flow's fixed noise (spec §8): seed 0, then randn(1, 80, 15000), CPU, float32, its
+    sha256 checked (`voxflow.models.cosyvoice3.noise.flow_rand_noise`, a private generator: the
+    global RNG is left alone). `frames` < 15000 gives a prefix of the same buffer."""
+    with torch.device("cpu"):  # a real CPU buffer even while the model is built on meta
+        return flow_rand_noise()[:, :, :frames].contiguous()
 
 
 def cosine_t_span(n_timesteps: int = N_TIMESTEPS, dtype: torch.dtype = torch.float32,

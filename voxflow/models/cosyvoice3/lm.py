@@ -139,6 +139,10 @@ class RMSNorm(nn.Module):
         return self.weight * h.to(dtype)
 
 
+ROPE_BUFFERS = ("llm.model.model.rotary_emb.inv_freq",)
+"""The LM's buffers that no checkpoint holds (see `CosyVoice3LM.materialize_buffers`)."""
+
+
 class RotaryEmbedding(nn.Module):
     """HF rotate-half RoPE tables: cos/sin [T, Dh] for integer positions, computed in float32.
 
@@ -150,8 +154,17 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, theta: float = ROPE_THETA) -> None:
         super().__init__()
-        exponent = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim
-        self.register_buffer("inv_freq", 1.0 / (theta**exponent), persistent=False)
+        self.head_dim, self.theta = head_dim, theta
+        self.register_buffer("inv_freq", self._inv_freq(None), persistent=False)
+
+    def _inv_freq(self, device: torch.device | str | None) -> torch.Tensor:
+        steps = torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device)
+        return 1.0 / (self.theta ** (steps.to(torch.float32) / self.head_dim))
+
+    def materialize(self, device: torch.device | str) -> None:
+        """Recompute `inv_freq` on `device`: a model built on ``meta`` and loaded with
+        ``assign=True`` gets its weights from the checkpoint, but this buffer is not in it."""
+        self.inv_freq = self._inv_freq(device)
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         freqs = positions.to(torch.float32)[:, None] * self.inv_freq.to(torch.float32)[None, :]
@@ -344,6 +357,15 @@ class CosyVoice3LM(nn.Module):
         self.llm = Qwen2Encoder(cfg.qwen2)
         self.llm_decoder = nn.Linear(cfg.hidden_size, cfg.speech_vocab, bias=False)
         self.speech_embedding = nn.Embedding(cfg.speech_vocab, cfg.hidden_size)
+
+
+    def materialize_buffers(self, device: torch.device | str) -> None:
+        """Make the non-persistent buffers real on `device` (the RoPE table): call after a
+        ``meta``-built model was loaded with ``assign=True`` (`loader.load_strict` with
+        ``set_later=ROPE_BUFFERS``)."""
+        for module in self.modules():
+            if isinstance(module, RotaryEmbedding):
+                module.materialize(device)
 
     @property
     def speech_token_size(self) -> int:
