@@ -13,6 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from voxflow.models import shared_settings as shared
+from voxflow.models.shared_settings import check_first_segment
+
 WeightsKind = Literal["tiny_fixture", "full_random"]
 CHECKPOINT_FILES = ("llm.pt", "flow.pt", "hift.pt")  # = loader.CHECKPOINT_FILES
 # DiT `static_chunk_size` in mel frames (spec §2): tiny 10, full size (random or real) 50
@@ -134,16 +137,8 @@ class CosyVoice3Settings(BaseModel):
         description="Make a failed flow graph capture fatal at start-up (otherwise it is "
         "reported and solves run eagerly). Needs a CUDA device and capture switched on.",
     )
-    max_segment_chars: int = Field(
-        300, ge=20, le=2000,
-        description="Segments are sentences, and pieces of long sentences at most this many "
-        "characters; each segment is one LM request.",
-    )
-    first_segment_chars: int | None = Field(
-        120, ge=10,
-        description="Shorter cap on a request's first segment, for time to first audio; "
-        "null = no cap. At most `max_segment_chars`.",
-    )
+    max_segment_chars: int = shared.max_segment_chars(300, "each segment is one LM request")
+    first_segment_chars: int | None = shared.first_segment_chars(120)
 
     @field_validator("flow_capture_frame_buckets", "flow_capture_batch_sizes")
     @classmethod
@@ -194,9 +189,7 @@ class CosyVoice3Settings(BaseModel):
         self._check_paths()
         self._check_hops()
         self._check_capture()
-        first = self.first_segment_chars
-        if first is not None and first > self.max_segment_chars:
-            raise ValueError("first_segment_chars must not exceed max_segment_chars")
+        check_first_segment(self.first_segment_chars, self.max_segment_chars)
         return self
 
     def _check_paths(self) -> None:

@@ -6,6 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from voxflow.models import shared_settings as shared
+from voxflow.models.shared_settings import check_first_segment
+
 
 def default_cache_dir() -> Path:
     """Where the joined ONNX model is kept unless `cache_dir` says otherwise."""
@@ -45,16 +48,10 @@ class KokoroSettings(BaseModel):
         description="Acoustic worker threads sharing the session; the graph runs one segment "
         "at a time.",
     )
-    max_segment_chars: int = Field(
-        300, ge=20, le=2000,
-        description="Segments are sentences, and pieces of long sentences at most this many "
-        "characters; a segment past the graph's 510-token limit is cut again at punctuation.",
+    max_segment_chars: int = shared.max_segment_chars(
+        300, "a segment past the graph's 510-token limit is cut again at punctuation"
     )
-    first_segment_chars: int | None = Field(
-        100, ge=10,
-        description="Shorter cap on a request's first segment, for time to first audio; "
-        "null = no cap. At most `max_segment_chars`.",
-    )
+    first_segment_chars: int | None = shared.first_segment_chars(100)
     # Kokoro pads each segment with up to ~0.3 s of silence before and ~0.6 s after the speech.
     segment_pause_s: float = Field(
         0.25, ge=0.0, le=2.0,
@@ -65,16 +62,8 @@ class KokoroSettings(BaseModel):
     # little long, within 5% for every sentence only from 0.6 (-1.9%, worst -4.6%) to 1.1
     # (-2.6%, worst -4.3%; 0.5: worst -7.1%, 1.2: -5.7%), and Whisper's word error rate rises
     # past 1.2 (6 sentences, 1.3: 8%, 1.5: 19%: the graph rounds short phonemes away).
-    native_speed_min: float = Field(
-        0.6, ge=0.25, le=1.0,
-        description="Lowest speed the model's own length scale renders (docs/api.md, Speed); "
-        "slower speeds are time-stretched with the pitch kept.",
-    )
-    native_speed_max: float = Field(
-        1.1, ge=1.0, le=4.0,
-        description="Highest speed the model's own length scale renders; faster speeds are "
-        "time-stretched with the pitch kept.",
-    )
+    native_speed_min: float = shared.native_speed_min(0.6)
+    native_speed_max: float = shared.native_speed_max(1.1)
 
     @field_validator("cache_dir")
     @classmethod
@@ -86,7 +75,5 @@ class KokoroSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> KokoroSettings:
-        first = self.first_segment_chars
-        if first is not None and first > self.max_segment_chars:
-            raise ValueError("first_segment_chars must not exceed max_segment_chars")
+        check_first_segment(self.first_segment_chars, self.max_segment_chars)
         return self

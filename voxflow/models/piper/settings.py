@@ -6,6 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from voxflow.models import shared_settings as shared
+from voxflow.models.shared_settings import check_first_segment
+
 
 class PiperSettings(BaseModel):
     """Which voices to load and how the stages run.
@@ -54,22 +57,14 @@ class PiperSettings(BaseModel):
         2048, ge=64,
         description="Cap on padded phoneme ids per batch: batch size * longest row.",
     )
-    max_segment_chars: int = Field(
-        300, ge=20, le=2000,
-        description="Segments are sentences, and pieces of long sentences at most this many "
-        "characters.",
-    )
+    max_segment_chars: int = shared.max_segment_chars(300)
     # espeak can read one character as several words, so characters alone do not bound a
     # segment's synthesis time.
     max_segment_phonemes: int = Field(
         400, ge=32, le=4000,
         description="...and at most this many phonemes (cut at word boundaries).",
     )
-    first_segment_chars: int | None = Field(
-        120, ge=10,
-        description="Shorter cap on a request's first segment, for time to first audio; "
-        "null = no cap. At most `max_segment_chars`.",
-    )
+    first_segment_chars: int | None = shared.first_segment_chars(120)
     noise_frames_per_phoneme: float = Field(
         12.0, gt=0,
         description="First guess of prior-noise frames per phoneme id at length scale 1 "
@@ -78,16 +73,8 @@ class PiperSettings(BaseModel):
     # Default 1-1, every other speed stretched: VITS ceils each phoneme's duration to whole
     # frames, so the length scale delivers about half of any change (joe, 6 sentences of
     # benchmarks/speed_range.py: speed 0.9 -> +5.9% too long, 1.1 -> -5.5%, 0.5 -> +15%).
-    native_speed_min: float = Field(
-        1.0, ge=0.25, le=1.0,
-        description="Lowest speed the model's own length scale renders (docs/api.md, Speed); "
-        "slower speeds are time-stretched with the pitch kept.",
-    )
-    native_speed_max: float = Field(
-        1.0, ge=1.0, le=4.0,
-        description="Highest speed the model's own length scale renders; faster speeds are "
-        "time-stretched with the pitch kept.",
-    )
+    native_speed_min: float = shared.native_speed_min(1.0)
+    native_speed_max: float = shared.native_speed_max(1.0)
 
     @model_validator(mode="after")
     def _check(self) -> PiperSettings:
@@ -95,7 +82,5 @@ class PiperSettings(BaseModel):
             raise ValueError("no voices: set voices_dir or include_default_voice: true")
         if self.voices_dir is not None and not self.voices_dir.is_dir():
             raise ValueError(f"voices_dir {self.voices_dir} is not a directory")
-        first = self.first_segment_chars
-        if first is not None and first > self.max_segment_chars:
-            raise ValueError("first_segment_chars must not exceed max_segment_chars")
+        check_first_segment(self.first_segment_chars, self.max_segment_chars)
         return self
