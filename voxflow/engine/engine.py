@@ -195,7 +195,8 @@ class Engine:
         body: dict[str, Any] = {"status": served.status}
         if served.error:
             body["error"] = served.error
-        stages = {q.stage.name: q.stage.health() for q in served.queues if q.stage.health()}
+        reports = ((q.stage.name, q.stage.health()) for q in served.queues)
+        stages = {name: report for name, report in reports if report}
         if stages:
             body["stages"] = stages  # e.g. which shapes run as captured graphs, or why not
         return body
