@@ -32,7 +32,7 @@ from voxflow.errors import (
     ModelNotFoundError,
     echo,
 )
-from voxflow.models.base import ModelFamily, match_language
+from voxflow.models.base import ModelFamily
 from voxflow.models.registry import family_class
 from voxflow.stages.autoregressive import AutoregressiveStage
 from voxflow.stages.items import WHOLE_REQUEST, StageItem
@@ -255,14 +255,8 @@ class Engine:
                 code="voice_not_found",
             )
         if request.language is not None:
-            spoken = family.languages(request.voice)
-            if match_language(request.language, spoken) is None:
-                raise InvalidRequestError(
-                    f"Voice '{request.voice}' of model '{request.model}' does not speak "
-                    f"language {echo(request.language)}; it speaks: {', '.join(spoken)}.",
-                    param="language",
-                    code="unsupported_language",
-                )
+            # Refused here, before the input is parsed (the family's own check and message).
+            family.resolve_language(request.voice, request.language, "")
         check_speed(request.speed)
         check_seed(request.seed)
         document = parse_input(request.text, say_as_language=None)  # say-as as written
