@@ -121,7 +121,9 @@ def main() -> int:
     from voxflow.models.kokoro.synth import run_graph
     from voxflow.models.kokoro.voices import load_packaged_voices
     from voxflow.models.piper import loader as piper_loader
+    from voxflow.models.piper.decode import DecodePlan
     from voxflow.models.piper.frontend import text_to_segments
+    from voxflow.models.piper.settings import PiperSettings
     from voxflow.models.piper.synth import synthesize_batch
     if not args.plain:
         tune_malloc()
@@ -139,7 +141,7 @@ def main() -> int:
         ledger.mark("Kokoro session (92 MB file)")
     else:
         graph = piper_loader.load_graph(onnx_path, 1, 1)
-        shared = graph.source.weights.nbytes / MIB
+        shared = sum(h.weights.nbytes for h in (graph.source.encoder, graph.source.decoder)) / MIB
         ledger.mark(f"Piper session, 1 thread (63 MB file, {shared:.0f} MiB of shared weights)")
         solo = piper_loader.load_graph(onnx_path, 2, 1, spin=False)
         ledger.mark("Piper solo session, 2 threads (same weights)")
@@ -148,7 +150,6 @@ def main() -> int:
     table = load_packaged_voices()["jm_kumo"]
     ledger.mark("Kokoro voices (five 510 x 256 style tables)")
     json_path = Path(f"{onnx_path}.json")
-    config = piper_loader.read_voice_config(json_path)
     piper_config = PiperConfig.from_dict(json.loads(json_path.read_text(encoding="utf-8")))
     text = " ".join((ROOT / "benchmarks" / "data" / "sentences.txt").read_text().split())
 
@@ -172,8 +173,12 @@ def main() -> int:
     frontend.segments("今日は良い天気です。", "ja", 10_000, None)
     ledger.mark("Kokoro Japanese front end, first use")
 
+    piper_settings = PiperSettings()  # the decoder windows voxflow serves with
+    plan = DecodePlan(piper_settings.decoder_chunk_frames, piper_settings.decoder_pad_frames)
+
     def piper_run(g, chars):
-        return lambda: synthesize_batch(g, config, [piper_ids(chars)], [(1, 0)], 1.0, 12.0)
+        return lambda: synthesize_batch(g, piper_config, [piper_ids(chars)], [(1, 0)], 1.0, 12.0,
+                                          plan)
 
     def kokoro_run(chars):
         return lambda: run_graph(kokoro, kokoro_ids(chars), table, 1.0)

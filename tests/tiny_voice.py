@@ -27,8 +27,13 @@ Semantics (b = row, t = phoneme index, f = frame index, s = sample index within 
 * ``m_p[b, :, f] = EMBEDDING[input[b, t]]`` for the phoneme t whose frames cover f
   (``cumsum(w_ceil)[t-1] <= f < cumsum(w_ceil)[t]``), 0 for frames past the row's end
 * ``z = m_p + noise_z * PRIOR_STD * noise_scale`` (``noise_z`` = ``/RandomNormalLike``, [B,C,F])
-* ``audio[b, f*HOP + s] = 0.5 * tanh(sum_c z[b, c, f] * BASIS[c, s])`` for ``f < y_lengths[b]``
-  and ``TAIL_LEVEL`` (0.25, not silent) for ``f >= y_lengths[b]``; amplitude in [-0.75, 0.75].
+* ``zm[b, :, f] = z[b, :, f] * (f < y_lengths[b])``: the masked latent, computed before the
+  decoder as in VITS (``/Mul_7``); the decoder (``/dec/...``) reads only ``zm``, so the graph cuts
+  at the latent like the real voice's (``voxflow.models.piper.split``)
+* ``audio[b, f*HOP + s] = 0.5 * tanh(sum_c zm[b, c, f] * BASIS[c, s])`` where frame f of ``zm`` is
+  not all zero (every frame of a row: embeddings are at least 0.3 in magnitude), and
+  ``TAIL_LEVEL`` (0.25, not silent) where it is (the padding of rows shorter than the batch's
+  longest); amplitude in [-0.75, 0.75]. Each output frame depends on its latent frame alone.
 
 So each row's true length is ``sum(w_ceil[b]) * HOP_LENGTH`` samples (at ``sample_rate``), the
 text changes the audio (via ``EMBEDDING``), ``noise_scale`` > 0 makes the prior noise change it,
@@ -109,6 +114,7 @@ def build_tiny_model(num_symbols: int = NUM_SYMBOLS) -> onnx.ModelProto:
         _const("ax12", np.array([1, 2], dtype=np.int64)),
         _const("two_ch", np.array([2], dtype=np.int64)),
         _const("f_one", np.array(1.0, dtype=np.float32)),
+        _const("f_zero", np.array(0.0, dtype=np.float32)),
         _const("dp_gain", np.array(DP_NOISE_GAIN, dtype=np.float32)),
         _const("prior_std", np.array(PRIOR_STD, dtype=np.float32)),
         _const("half", np.array(0.5, dtype=np.float32)),
@@ -200,14 +206,21 @@ def build_tiny_model(num_symbols: int = NUM_SYMBOLS) -> onnx.ModelProto:
         n("Mul", ["/RandomNormalLike_output_0", "prior_std"], ["z_noise"], name="/Mul_5"),
         n("Mul", ["z_noise", "noise_scale"], ["z_noise_s"], name="/Mul_6"),
         n("Add", ["/Transpose_3_output_0", "z_noise_s"], ["z"], name="/Add"),
-        # decoder: [B, F, C] @ [C, HOP] -> [B, F, HOP]; tail of short rows = TAIL_LEVEL
-        n("Transpose", ["z"], ["z_t"], name="/dec/Transpose", perm=[0, 2, 1]),
+        # masked latent zm = z * y_mask [B, C, F] (the decoder's only input)
+        n("Transpose", ["y_mask"], ["y_mask_cf"], name="/Transpose_y", perm=[0, 2, 1]),
+        n("Mul", ["z", "y_mask_cf"], ["/Mul_7_output_0"], name="/Mul_7"),
+        # decoder: [B, F, C] @ [C, HOP] -> [B, F, HOP]; all-zero (padding) frames = TAIL_LEVEL
+        n("Transpose", ["/Mul_7_output_0"], ["z_t"], name="/dec/Transpose", perm=[0, 2, 1]),
         n("MatMul", ["z_t", "dec_basis"], ["wave"], name="/dec/MatMul"),
         n("Tanh", ["wave"], ["wave_t"], name="/dec/Tanh"),
         n("Mul", ["wave_t", "half"], ["wave_h"], name="/dec/Mul"),
-        n("Mul", ["wave_h", "y_mask"], ["wave_m"], name="/dec/Mul_1"),
-        n("Sub", ["f_one", "y_mask"], ["tail_mask"], name="/dec/Sub"),
-        n("Mul", ["tail_mask", "tail_level"], ["tail"], name="/dec/Mul_2"),
+        n("Abs", ["z_t"], ["z_abs"], name="/dec/Abs"),
+        n("ReduceSum", ["z_abs", "ax2"], ["z_energy"], name="/dec/ReduceSum", keepdims=1),
+        n("Equal", ["z_energy", "f_zero"], ["pad_b"], name="/dec/Equal"),
+        n("Cast", ["pad_b"], ["pad"], name="/dec/Cast", to=TensorProto.FLOAT),
+        n("Sub", ["f_one", "pad"], ["keep"], name="/dec/Sub"),
+        n("Mul", ["wave_h", "keep"], ["wave_m"], name="/dec/Mul_1"),
+        n("Mul", ["pad", "tail_level"], ["tail"], name="/dec/Mul_2"),
         n("Add", ["wave_m", "tail"], ["frames_audio"], name="/dec/Add"),
         n("Reshape", ["frames_audio", "out_shape"], ["output"], name="/dec/Reshape"),
     ]

@@ -23,11 +23,15 @@ def test_both_sessions_of_one_voice_share_one_prepared_graph(tiny_voice_dir):
     path = tiny_voice_dir / "tiny.onnx"
     graph, solo = load_graph(path, 1, 1), load_graph(path, 2, 1, spin=False)
     assert graph.source is solo.source and graph.source is not None
-    weights = graph.source.weights
-    assert weights.arrays and graph.session.weights is weights
-    names = {i.name for i in graph.session.get_inputs()}
-    assert set(weights.arrays) <= names  # the weights are graph inputs now
-    assert {"input", "input_lengths", "scales", "noise_dp", "noise_z"} <= names
+    for half, session, solo_session in ((graph.source.encoder, graph.session, solo.session),
+                                        (graph.source.decoder, graph.decoder, solo.decoder)):
+        weights = half.weights
+        assert weights.arrays and session.weights is weights and solo_session.weights is weights
+        names = {i.name for i in session.get_inputs()}
+        assert set(weights.arrays) <= names  # the weights are graph inputs now
+    assert {"input", "input_lengths", "scales", "noise_dp", "noise_z"} <= {
+        i.name for i in graph.session.get_inputs()}
+    assert [i.name for i in graph.decoder.get_inputs()][0] == "/Mul_7_output_0"
 
 
 def test_split_weights_give_the_same_audio_as_the_plain_graph(tiny_voice_dir):

@@ -9,7 +9,9 @@ it returns every row padded to the longest. At load we:
    input (B, C, F_cap) that the caller makes at least as long as the output frames; it is filled
    time-major from the seed, so a row's noise does not depend on F_cap or its batch-mates;
 3. expose the `Ceil` output (per-phoneme durations in frames, (B, 1, T_phonemes)) so each row's
-   exact length, ``max(sum(durations), 1) * hop_length`` samples, is known.
+   exact length, ``max(sum(durations), 1) * hop_length`` samples, is known;
+4. cut the graph at the latent into an encoder and a HiFi-GAN decoder (`split.py`), so the
+   decoder can run on windows of frames and its memory no longer grows with the segment.
 Node names are those of piper's `export_onnx` (torch.onnx export of piper's VITS); a voice whose
 graph lacks them fails to load with a message saying which is missing.
 
@@ -35,6 +37,7 @@ from piper.config import PiperConfig
 
 from voxflow.malloc import trim_heap, tune_malloc
 from voxflow.models.onnx_memory import ArenaSession, SharedWeights, open_session
+from voxflow.models.piper.split import split_at_decoder
 
 DP_NOISE_NODE = "/dp/RandomNormalLike"
 PRIOR_NOISE_NODE = "/RandomNormalLike"
@@ -43,23 +46,44 @@ NOISE_Z_INPUT = "noise_z"
 
 
 @dataclass(frozen=True, eq=False)
-class PreparedGraph:
-    """A rewritten voice graph ready to open: its bytes without the weights, and the weights."""
+class PreparedHalf:
+    """One half of a split voice graph ready to open: its bytes without the weights, and them."""
 
     model_bytes: bytes
+    weights: SharedWeights
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedGraph:
+    """A rewritten voice graph cut at the latent, both halves ready to open."""
+
+    encoder: PreparedHalf
+    decoder: PreparedHalf
     noise_channels: int
     durations_output: str
-    weights: SharedWeights
+    decoder_inputs: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class RewrittenGraph:
-    """A voice's serving graph: the session and the noise channels C of its prior; `source`
-    (the weights it shares with the voice's other sessions) lives as long as it does."""
+    """A voice's serving graph.
+
+    Attributes:
+        session: the encoder (ids, noise -> `decoder_inputs` and durations); or, with `decoder`
+            None, the whole uncut graph (ids, noise -> ``output`` and durations).
+        decoder: the HiFi-GAN decoder (`decoder_inputs` -> ``output``, (B, 1, frames * hop)).
+        noise_channels: C of the prior noise input.
+        durations_output: name of the durations output, (B, 1, T_phonemes) float32 frames.
+        decoder_inputs: the latent, (B, C, F) float32, first; then any speaker embedding.
+        source: the prepared graph whose weights the voice's sessions share; lives as long as
+            a session made from it.
+    """
 
     session: ArenaSession
     noise_channels: int
     durations_output: str
+    decoder: ArenaSession | None = None
+    decoder_inputs: tuple[str, ...] = ()
     source: PreparedGraph | None = None
 
 
@@ -147,8 +171,9 @@ _prepared: dict[tuple[str, int, int], weakref.ref[PreparedGraph]] = {}
 
 
 def prepare_graph(onnx_path: Path) -> PreparedGraph:
-    """The rewritten graph of `onnx_path` with its weights split out (`SharedWeights`); the same
-    object for every call while a session made from it lives, so a voice's sessions share it.
+    """The rewritten graph of `onnx_path`, cut at the latent, each half with its weights split
+    out (`SharedWeights`); the same object for every call while a session made from it lives,
+    so a voice's sessions share it.
 
     Raises:
         ValueError: not a Piper VITS graph. onnx errors: unreadable file.
@@ -160,9 +185,14 @@ def prepare_graph(onnx_path: Path) -> PreparedGraph:
         prepared = held() if held is not None else None
         if prepared is None:
             model, channels, durations = rewrite_graph(onnx.load(str(onnx_path)))
-            weights = SharedWeights(model)
-            prepared = PreparedGraph(model.SerializeToString(), channels, durations, weights)
+            split = split_at_decoder(model, durations)
             del model
+            halves = []
+            for half in (split.encoder, split.decoder):
+                weights = SharedWeights(half)  # takes the weights out of `half`: serialize after
+                halves.append(PreparedHalf(half.SerializeToString(), weights))
+            prepared = PreparedGraph(*halves, channels, durations, split.decoder_inputs)
+            del split
             trim_heap()
             _prepared[key] = weakref.ref(prepared)
         return prepared
@@ -171,7 +201,7 @@ def prepare_graph(onnx_path: Path) -> PreparedGraph:
 def load_graph(
     onnx_path: Path, intra_op_threads: int, inter_op_threads: int, spin: bool = True
 ) -> RewrittenGraph:
-    """Load, rewrite and open a voice's graph with ONNX Runtime on the CPU.
+    """Load, rewrite and cut a voice's graph, and open both halves with ONNX Runtime on the CPU.
 
     A second session of the same file (while the first lives) reuses the first one's prepared
     graph and weights (`prepare_graph`).
@@ -184,6 +214,9 @@ def load_graph(
     """
     tune_malloc()  # before the parse: the rewrite's garbage is returned with the session's
     prepared = prepare_graph(Path(onnx_path))
-    session = open_session(prepared.model_bytes, intra_op_threads, inter_op_threads, spin,
-                           prepared.weights)
-    return RewrittenGraph(session, prepared.noise_channels, prepared.durations_output, prepared)
+    encoder, decoder = (
+        open_session(half.model_bytes, intra_op_threads, inter_op_threads, spin, half.weights)
+        for half in (prepared.encoder, prepared.decoder)
+    )
+    return RewrittenGraph(encoder, prepared.noise_channels, prepared.durations_output, decoder,
+                          prepared.decoder_inputs, prepared)

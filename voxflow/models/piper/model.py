@@ -2,7 +2,9 @@
 
 Piper's VITS graph goes from phoneme ids straight to waveform, so the graph is two stages:
 `PiperFrontendStage` (text -> phoneme-id segments, fans out) and `PiperAcousticStage` (a batch of
-segments -> one waveform each, trimmed to the row's own length).
+segments -> one waveform each, trimmed to the row's own length). Inside the acoustic run the
+voice's graph is two halves (`split.py`): the encoder runs once for the batch and each row's
+latent is decoded in windows of `decoder_chunk_frames` (`decode.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from piper.config import PiperConfig
 
 from voxflow.audio.stretch import split_speed, time_stretch
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
+from voxflow.models.piper.decode import DecodePlan
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_config
 from voxflow.models.piper.settings import PiperSettings
@@ -103,6 +106,7 @@ class PiperAcousticStage(Stage):
         s = family.settings
         super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers)
         self._family = family
+        self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames)
         self._running = 0  # acoustic runs in progress, across this stage's workers
         self._running_lock = threading.Lock()
 
@@ -134,7 +138,7 @@ class PiperAcousticStage(Stage):
             graph = solo if solo is not None and alone and not seeded else voice.graph
             audio = synthesize_batch(
                 graph, voice.config, rows, seeds, native,
-                self._family.settings.noise_frames_per_phoneme,
+                self._family.settings.noise_frames_per_phoneme, self._plan,
             )
         finally:
             with self._running_lock:

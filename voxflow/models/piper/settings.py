@@ -65,6 +65,19 @@ class PiperSettings(BaseModel):
         description="...and at most this many phonemes (cut at word boundaries).",
     )
     first_segment_chars: int | None = shared.first_segment_chars(120)
+    decoder_chunk_frames: int | None = Field(
+        512, ge=16, le=100_000,
+        description="Most latent frames per run of the HiFi-GAN decoder: a longer segment is "
+        "decoded in equal windows of at most this many frames (512 = 5.9 s at joe's hop of 256 "
+        "samples at 22,050 Hz), so the decoder's memory stays that of one window; null = the "
+        "whole segment in one run.",
+    )
+    decoder_pad_frames: int = Field(
+        12, ge=0, le=256,
+        description="Latent frames of context decoded on each side of a decoder window and "
+        "dropped. At least the decoder's receptive field (11 frames for joe) gives the whole "
+        "decode's samples up to float rounding (under 3e-6).",
+    )
     noise_frames_per_phoneme: float = Field(
         12.0, gt=0,
         description="First guess of prior-noise frames per phoneme id at length scale 1 "

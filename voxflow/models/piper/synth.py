@@ -1,5 +1,8 @@
 """One batched run of a rewritten Piper graph: padding, seeded noise, exact per-row trimming.
 
+The encoder runs once for the batch; each row's latent is then decoded on its own, cut at the
+row's own frames, window by window (`decode.DecodePlan`).
+
 Noise: row b of segment s of a request with seed S draws its duration noise from
 ``default_rng([S, s, 0])`` as (T_b, 2) and its prior noise from ``default_rng([S, s, 1])`` as
 (F_cap, C), both time-major, then transposed to the graph's (channels, time) layout. Time-major
@@ -17,7 +20,9 @@ import numpy as np
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 from piper.config import PiperConfig
 
+from voxflow.models.piper.decode import DecodePlan, decode_row
 from voxflow.models.piper.loader import NOISE_DP_INPUT, NOISE_Z_INPUT, RewrittenGraph
+from voxflow.models.piper.split import OUTPUT
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +49,17 @@ def synthesize_batch(
     seeds: Sequence[tuple[int, int]],
     speed: float,
     frames_per_phoneme: float,
+    plan: DecodePlan | None = None,
 ) -> list[np.ndarray]:
-    """Synthesize B segments of one voice at one speed in one graph run.
+    """Synthesize B segments of one voice at one speed: one encoder run, then each row decoded.
 
     Args:
         rows: B arrays of phoneme ids, (T_b,) int64.
         seeds: B (request seed, segment index) pairs.
         speed: speaking rate factor; length_scale = voice length_scale / speed.
         frames_per_phoneme: first guess of output frames per id (noise size), retried x4 if short.
+        plan: how each row's latent is decoded (default: whole, in one run); ignored by an
+            uncut graph (``graph.decoder`` None), which outputs the batch's waveforms itself.
     Returns:
         B waveforms, (N_b,) float32 in [-1, 1], N_b = max(sum(durations_b), 1) * hop_length.
     """
@@ -74,7 +82,8 @@ def synthesize_batch(
             seeds, lengths, t_max, f_cap, graph.noise_channels
         )
         try:
-            audio, durations = graph.session.run(["output", graph.durations_output], feed)
+            names = list(graph.decoder_inputs) if graph.decoder is not None else [OUTPUT]
+            *values, durations = graph.session.run([*names, graph.durations_output], feed)
             break
         except (Fail, InvalidArgument, RuntimeException):
             # Prior noise shorter than the output frames: the Slice comes up short.
@@ -83,8 +92,16 @@ def synthesize_batch(
             log.info("noise of %d frames too short for %d ids; retrying x4", f_cap, t_max)
             f_cap *= 4
     frames = np.maximum(durations[:, 0, :].sum(axis=1), 1).astype(np.int64)
+    hop = config.hop_length
     out = []
     for b in range(len(rows)):
-        n = min(int(frames[b]) * config.hop_length, audio.shape[-1])
-        out.append(np.clip(audio[b].reshape(-1)[:n], -1.0, 1.0).astype(np.float32))
+        if graph.decoder is None:
+            wave = values[0][b].reshape(-1)[: int(frames[b]) * hop]
+        else:
+            row = [v[b : b + 1] for v in values]
+            f = min(int(frames[b]), row[0].shape[-1])
+            plan = plan or DecodePlan()
+            wave = np.concatenate(list(decode_row(graph.decoder, graph.decoder_inputs, row, f,
+                                                  hop, plan)))
+        out.append(np.clip(wave, -1.0, 1.0).astype(np.float32))
     return out
