@@ -59,3 +59,27 @@ def encode_audio(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
         encoder.abort()
         raise
     return sink.getvalue()
+
+
+def wav_with_comment(samples: np.ndarray, sample_rate: int, comment: str) -> bytes:
+    """A 16-bit PCM mono WAV like `encode_audio` (same samples), plus a LIST/INFO chunk whose
+    ICMT (comment) is `comment`, written by libsndfile (soundfile's ``comment``).
+
+    Args:
+        samples: float ``(N,)``, nominal range [-1, 1] (clipped, as `pcm_bytes`).
+        sample_rate: Hz.
+        comment: text for ICMT (e.g. that the audio is noise from random weights).
+    Raises:
+        ValueError: ``samples`` not a 1-D float array; bad ``sample_rate``.
+    """
+    import io
+
+    import soundfile
+
+    rate = check_sample_rate(sample_rate)
+    pcm = to_int16(check_samples(samples)).astype("<i2", copy=False)
+    out = io.BytesIO()
+    with soundfile.SoundFile(out, "w", rate, 1, "PCM_16", format="WAV") as f:
+        f.comment = comment
+        f.write(pcm)
+    return out.getvalue()

@@ -16,7 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 from voxflow.audio.avcodec import codec_rate
-from voxflow.audio.encode import encode_audio
+from voxflow.audio.encode import encode_audio, wav_with_comment
 from voxflow.audio.formats import FORMATS, check_format
 from voxflow.audio.stream import StreamEncoder
 from voxflow.cli.common import CliError, load_cli_settings, only_model
@@ -97,6 +97,7 @@ class SpeakResult:
     sample_rate: int
     load_s: float
     synth_s: float
+    note: str | None = None  # the model's `random_weights_note`: its audio is noise
 
     @property
     def audio_s(self) -> float:
@@ -260,11 +261,15 @@ class AudioOutput:
         except OSError as exc:
             raise CliError(f"cannot write {self.target}: {exc.strerror or exc}", 1) from None
 
-    def finish(self, sample_rate: int) -> None:
-        """Complete the output (flush the stream, or encode and write the whole file)."""
+    def finish(self, sample_rate: int, comment: str | None = None) -> None:
+        """Complete the output (flush the stream, or encode and write the whole file); a
+        whole WAV file gets `comment` as its LIST/INFO comment (ICMT)."""
         if not self.streaming:
             audio = np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
-            data = encode_audio(audio, sample_rate, self.fmt)
+            if comment is not None and self.fmt == "wav":
+                data = wav_with_comment(audio, sample_rate, comment)
+            else:
+                data = encode_audio(audio, sample_rate, self.fmt)
             try:
                 Path(self.target).write_bytes(data)
             except OSError as exc:
@@ -364,7 +369,8 @@ async def synthesize(
         stream = engine.submit(request)
         samples = await _drain(stream, output, progress)
         synth_s = time.perf_counter() - t0
-        return SpeakResult(samples, stream.sample_rate, load_s, synth_s)
+        note = engine.family(model).random_weights_note()
+        return SpeakResult(samples, stream.sample_rate, load_s, synth_s, note)
     except VoxflowError as exc:
         raise CliError(exc.message, exit_code=2 if exc.status < 500 else 1) from None
     finally:
@@ -382,7 +388,7 @@ def cmd_speak(args: argparse.Namespace) -> int:
     output = AudioOutput(args.output, fmt)
     try:
         result = asyncio.run(synthesize(settings, args, text, output, progress))
-        output.finish(result.sample_rate)
+        output.finish(result.sample_rate, result.note)
     except BaseException:
         output.abort()
         raise
@@ -393,4 +399,6 @@ def cmd_speak(args: argparse.Namespace) -> int:
         f"in {result.synth_s:.2f} s (RTF {result.rtf:.3f})",
         file=sys.stderr,
     )
+    if result.note is not None:
+        print(f"note: the weights are {result.note}", file=sys.stderr)
     return 0

@@ -193,6 +193,13 @@ class ModelFamily(ABC):
         (`voxflow.text.scripts.check_document`). Default: none."""
         return frozenset()
 
+    def random_weights_note(self) -> str | None:
+        """None for trained weights; with random weights (a model served for testing or
+        timing), a sentence saying its output is noise, not speech. Clients are told in
+        `/v1/models` (``weights``), the ``X-Voxflow-Weights: random`` response header and the
+        comment of a WAV written by ``voxflow speak``. Default: None."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """Facts for the start-up log: the voices, then the family's own (`details`)."""
         return {"voices": sorted(self.voices), **self.details()}

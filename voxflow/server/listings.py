@@ -71,7 +71,7 @@ def model_voice_entries(
 def _model_entry(engine: Engine, name: str) -> dict[str, Any]:
     served = engine.models[name]
     family = served.family
-    return {
+    entry = {
         "id": name,
         "object": "model",
         "created": int(engine.created_at),
@@ -80,6 +80,10 @@ def _model_entry(engine: Engine, name: str) -> dict[str, Any]:
         "status": served.status,
         "voices": sorted(family.voices) if family else [],
     }
+    note = family.random_weights_note() if family else None
+    if note is not None:
+        entry["weights"] = note  # random weights: output is noise, not speech
+    return entry
 
 
 def models_list(engine: Engine, aliases: Aliases | None = None) -> dict[str, Any]:

@@ -107,7 +107,8 @@ async def _close_on_disconnect(request: Request, stream: SpeechStream) -> None:
 CLIENT_CLOSED = 499
 
 
-async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str) -> Response:
+async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str,
+                 headers: dict[str, str]) -> Response:
     chunks = [first]
     async with stream:
         chunks.extend([chunk async for chunk in stream])
@@ -115,11 +116,13 @@ async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str) -> Response:
         return Response(status_code=CLIENT_CLOSED)
     audio = np.concatenate([c.samples for c in chunks]) if chunks else np.zeros(0, np.float32)
     data = await asyncio.to_thread(encode_audio, audio, stream.sample_rate, fmt)
-    return Response(data, media_type=content_type(fmt), headers=_headers(stream))
+    return Response(data, media_type=content_type(fmt), headers=headers)
 
 
-def _headers(stream: SpeechStream) -> dict[str, str]:
+def _headers(stream: SpeechStream, engine: Engine) -> dict[str, str]:
     headers = {"X-Sample-Rate": str(stream.sample_rate), "X-Request-Id": stream.request_id}
+    if engine.family(stream.state.request.model).random_weights_note() is not None:
+        headers["X-Voxflow-Weights"] = "random"  # noise, not speech (/v1/models says more)
     document = stream.state.document
     if document is not None and document.dropped_letters:
         # Letters of scripts the voice cannot read, removed (docs/api.md, "Scripts").
@@ -199,7 +202,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
         first = await _first_chunk(stream)
         fmt = body.response_format
         if not streams:
-            return await _whole(stream, first, fmt)
+            return await _whole(stream, first, fmt, _headers(stream, engine))
     except StopAsyncIteration:
         return Response(status_code=CLIENT_CLOSED)
     finally:
@@ -210,4 +213,5 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     else:
         content = _audio_bytes(stream, first, fmt)
         media = content_type(fmt)
-    return CancellingStreamingResponse(content, stream, media_type=media, headers=_headers(stream))
+    return CancellingStreamingResponse(content, stream, media_type=media,
+                                       headers=_headers(stream, engine))
