@@ -20,6 +20,11 @@ _FAMILIES: dict[str, tuple[str, str]] = {
         "voxflow.models.kokoro.model:KokoroFamily",
         "voxflow.models.kokoro.settings:KokoroSettings",
     ),
+    # Needs the `cosyvoice3` extra (torch); its settings module imports no torch.
+    "cosyvoice3": (
+        "voxflow.models.cosyvoice3.model:CosyVoice3Family",
+        "voxflow.models.cosyvoice3.settings:CosyVoice3Settings",
+    ),
 }
 
 

@@ -1,5 +1,5 @@
 """Settings of the CosyVoice3 family (the `options` of a `family: cosyvoice3` model; spec §9.3,
-§10). Not registered yet (no family class exists), so docs/configuration.md does not list them.
+§10), listed in docs/configuration.md.
 
 Kept free of torch: the sampling and hop defaults repeat `sampling.py` and `token2wav.py` (a test
 checks they agree).
@@ -111,16 +111,26 @@ class CosyVoice3Settings(BaseModel):
     )
     estimator_dtype: Literal["float32", "bfloat16"] = Field(
         "float32",
-        description="Precision of the flow's DiT estimator (norms and softmax stay float32).",
+        description="Precision of the flow's DiT estimator (norms and softmax stay float32). "
+        "Not applied yet: the flow runs in float32 (GPU serving is issue 10 part 2).",
+    )
+    lm_max_batch_size: int = Field(
+        8, ge=1, le=256,
+        description="Most segments the LM decodes together: segments join and leave this "
+        "running batch between decode steps (a seeded request's steps run alone, so its bytes "
+        "never depend on its batch-mates).",
     )
     flow_max_batch_size: int = Field(
-        8, ge=1, le=64, description="Most flow solves (segments) in one batch."
+        8, ge=1, le=64,
+        description="Most flow solves (segments) in one batch. Not used yet: the flow solves one "
+        "segment at a time (batched, captured solves are issue 10 part 2)."
     )
     flow_capture_frame_buckets: tuple[int, ...] = Field(
         DEFAULT_FRAME_BUCKETS,
         description="Mel-frame lengths captured as CUDA graphs (sorted and deduplicated; each "
         "whole streaming chunks, at most 15000); a solve pads to the smallest bucket that "
-        "fits, and runs eagerly past the largest. `[]` captures nothing.",
+        "fits, and runs eagerly past the largest. `[]` captures nothing. Not used yet (part 2): "
+        "every solve runs eagerly.",
     )
     flow_capture_batch_sizes: tuple[int, ...] = Field(
         DEFAULT_BATCH_SIZES,
@@ -130,12 +140,13 @@ class CosyVoice3Settings(BaseModel):
     flow_capture_batch_frames: int = Field(
         8192, ge=0,
         description="Capture only (bucket, batch size) pairs with batch size x frames at most "
-        "this (0 = capture nothing).",
+        "this (0 = capture nothing). Not used yet (part 2).",
     )
     require_graphs: bool = Field(
         False,
         description="Make a failed flow graph capture fatal at start-up (otherwise it is "
-        "reported and solves run eagerly). Needs a CUDA device and capture switched on.",
+        "reported and solves run eagerly). Needs a CUDA device and capture switched on. Refused "
+        "at start-up until graph capture exists (part 2).",
     )
     max_segment_chars: int = shared.max_segment_chars(300, "each segment is one LM request")
     first_segment_chars: int | None = shared.first_segment_chars(120)

@@ -1,0 +1,116 @@
+"""The CosyVoice3 family: weights, voices, and its three stages (spec §9).
+
+Fun-CosyVoice3-0.5B-2512: text ids -> Qwen2 LM -> 25 Hz speech tokens -> DiT flow -> 80-bin mel
+at 50 fps -> causal HiFT -> 24 kHz mono. The stages (`stages.py`) are `frontend` (text ->
+segments of text ids), `lm` (autoregressive, continuously batched) and `token2wav` (flow + HiFT,
+streamed per hop, in order per request).
+
+Random weights (`tiny_fixture`, `full_random`) give noise, never speech, and say so everywhere
+(spec §9.4): a WARNING at load and per request, voice ids starting ``random-``,
+`random_weights_note` (in `/v1/models`, the ``X-Voxflow-Weights`` response header and the
+comment of a WAV written by ``voxflow speak``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from voxflow.models.base import ModelFamily, Voice
+from voxflow.models.cosyvoice3.settings import CosyVoice3Settings
+from voxflow.models.cosyvoice3.stages import (
+    CosyVoice3FrontendStage,
+    CosyVoice3LMStage,
+    CosyVoice3Token2WavStage,
+)
+from voxflow.models.cosyvoice3.text import CosyVoice3Tokenizer, default_tokenizer
+from voxflow.models.cosyvoice3.token2wav import FlowPrompt
+from voxflow.models.cosyvoice3.voices import Voice as CosyVoice
+from voxflow.models.cosyvoice3.voices import (
+    VoiceError,
+    load_voices_dir,
+    tiny_voice,
+)
+from voxflow.models.cosyvoice3.voices import voice_id as served_voice_id
+from voxflow.models.cosyvoice3.weights import SAMPLE_RATE, Models, fixtures_dir, load_models
+from voxflow.stages.stage import Stage
+
+log = logging.getLogger(__name__)
+
+LANGUAGES = ("zh", "en", "ja", "ko", "de", "es", "fr", "it", "ru")
+"""The languages Fun-CosyVoice3 is published for; every voice may read each of them."""
+
+
+class CosyVoice3Family(ModelFamily):
+    """CosyVoice3 with the weights and voices of its settings (see the module docstring).
+
+    Raises (at construction):
+        FileNotFoundError, loader.StateDictError: weights missing or not matching the modules.
+        VoiceError: an invalid voice file (names the file and the key).
+        ValueError: no voice, or `default_voice` not among them.
+    """
+
+    family = "cosyvoice3"
+    warmup_text = "Hello."
+    settings: CosyVoice3Settings
+
+    def __init__(self, name: str, settings: CosyVoice3Settings):
+        super().__init__(name, settings)
+        if settings.require_graphs:
+            raise ValueError(f"model {name}: require_graphs is set, but flow graph capture is "
+                             "not built yet (issue 10 part 2); every solve runs eagerly")
+        self.models: Models = load_models(settings)
+        self.tokenizer: CosyVoice3Tokenizer = default_tokenizer()
+        self.voice_models: dict[str, CosyVoice] = self._load_voices()
+        self._prompts: dict[str, FlowPrompt] = {
+            vid: voice.flow_prompt(self.models.device) for vid, voice in self.voice_models.items()
+        }
+        voices = {vid: Voice(vid, v.language, SAMPLE_RATE, self.family)
+                  for vid, v in self.voice_models.items()}
+        default = settings.default_voice or next(iter(voices), "")
+        self.set_voices(voices, default)
+        note = self.random_weights_note()
+        if note is not None:
+            log.warning("model %s: weights are %s (voices %s)", name, note, ", ".join(voices))
+
+    def _load_voices(self) -> dict[str, CosyVoice]:
+        s = self.settings
+        random = self.models.random_note is not None
+        size = self.models.lm.speech_token_size
+        voices: dict[str, CosyVoice] = {}
+        if random:  # the fixture voice: random prompt features, served only with random weights
+            tiny = tiny_voice(fixtures_dir(s))
+            voices[served_voice_id(tiny.name, True)] = tiny
+        if s.voices_dir is not None:
+            voices.update(load_voices_dir(s.voices_dir, speech_token_size=size,
+                                          random_weights=random))
+        if not voices:
+            raise VoiceError(f"model {self.name}: no voices (set voices_dir to a folder of "
+                             "NAME.safetensors voice files)")
+        return voices
+
+    def flow_prompt(self, voice_id: str) -> FlowPrompt:
+        """The flow's share of a served voice, on the models' device (built once at load)."""
+        return self._prompts[voice_id]
+
+    def random_weights_note(self) -> str | None:
+        return self.models.random_note
+
+    def languages(self, voice_id: str) -> tuple[str, ...]:
+        """The voice's own language, then every language CosyVoice3 reads."""
+        own = self.voices[voice_id].language
+        return (own, *(lang for lang in LANGUAGES if lang != own))
+
+    def stages(self) -> list[Stage]:
+        return [CosyVoice3FrontendStage(self), CosyVoice3LMStage(self),
+                CosyVoice3Token2WavStage(self)]
+
+    def details(self) -> dict:
+        s, m = self.settings, self.models
+        return {
+            "weights": m.random_note or f"checkpoint {m.source}",
+            "device": str(m.device),
+            "token2wav_mode": s.token2wav_mode,
+            "token_hops": [m.hops.token_hop_len, m.hops.token_max_hop_len],
+            "lm_max_batch_size": s.lm_max_batch_size,
+            "min_len_rule": s.min_len_rule,
+        }

@@ -1,0 +1,263 @@
+"""The CosyVoice3 family's three stages (spec §9.2 on the engine contract of `voxflow.stages`).
+
+    frontend (TextFrontendStage)  text -> segments of text ids (`TextSegment`), one per LM request
+    lm (AutoregressiveStage)       one decode step at a time over the running segments; emits the
+                                   speech tokens of a hop as a part (`HopSchedule`), the rest
+                                   as the segment's final part
+    token2wav (Stage, in_order)    per request: a `Token2WavSegment` per segment; each part's
+                                   tokens run the flow + HiFT rounds they trigger; the final part
+                                   runs the final (or offline) round and closes the segment
+
+The LM emits a part exactly when the token2wav segment's own schedule would start a chunk: it
+keeps a mirror of the silent-token filter and the hop schedule (spec §9.7), so each part runs
+one streamed chunk downstream. With `token2wav_mode: offline`, or a segment speed other than 1,
+the LM emits everything in the final part and token2wav runs the offline path.
+
+Randomness (spec §9.6): only LM sampling is random, from a `torch.Generator` per segment seeded
+from (request seed, segment index). A seeded request's decode steps run one row at a time (its
+bytes never depend on batch-mates); other segments decode together in one batched step
+(`lm_batch.decode_step`). The HTTP `stream` flag changes nothing here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from voxflow.models.base import TextFrontendStage
+from voxflow.models.cosyvoice3.lm import KVCache, length_limits
+from voxflow.models.cosyvoice3.lm_batch import decode_step
+from voxflow.models.cosyvoice3.sampling import (
+    RasSampler,
+    SilentTokenFilter,
+    mask_before_min_len,
+)
+from voxflow.models.cosyvoice3.token2wav import HopSchedule, Token2WavSegment
+from voxflow.models.cosyvoice3.voices import Voice as CosyVoice
+from voxflow.stages.autoregressive import AutoregressiveStage, Step
+from voxflow.stages.items import StageBatch, StageItem
+from voxflow.stages.outputs import Audio
+from voxflow.stages.stage import Stage
+from voxflow.stages.state import RequestStates
+from voxflow.text.document import SpeechDocument, TextRun
+from voxflow.text.segment import segment_text
+
+if TYPE_CHECKING:
+    from voxflow.models.cosyvoice3.model import CosyVoice3Family
+
+log = logging.getLogger(__name__)
+
+UNDETERMINED = "und"
+
+
+@dataclass(frozen=True)
+class TextSegment:
+    """One LM request: the segment's text and its text ids, int32 [n] (n >= 1, < 151936)."""
+
+    text: str
+    ids: np.ndarray
+
+
+def segment_seed(seed: int, segment: int) -> int:
+    """The LM sampler's seed for one segment of a request seeded `seed` (0 <= result < 2**63)."""
+    state = np.random.SeedSequence([seed, segment]).generate_state(2, np.uint32)
+    return (int(state[0]) << 31 ^ int(state[1])) & (2**63 - 1)
+
+
+class CosyVoice3FrontendStage(TextFrontendStage):
+    """Text -> `TextSegment`s: sentences (`text/segment.py`, at most `max_segment_chars`, the
+    first at most `first_segment_chars`), each tokenized with the Qwen2 BPE with special-token
+    markers read as plain text (spec §11). Logs a WARNING per request when the weights are
+    random (spec §9.4)."""
+
+    def __init__(self, family: CosyVoice3Family):
+        super().__init__()
+        self._family = family
+
+    def run(self, batch: StageBatch) -> list:
+        note = self._family.random_weights_note()
+        if note is not None:
+            for item in batch:
+                log.warning("model %s request %s: weights are %s", self._family.name,
+                            item.request.request_id, note)
+        return super().run(batch)
+
+    def run_segments(self, item: StageItem, run: TextRun, first: bool) -> list[TextSegment]:
+        s = self._family.settings
+        document: SpeechDocument = item.payload
+        language = document.language or item.request.language or UNDETERMINED
+        lang = "en" if language == UNDETERMINED else language
+        cap = s.first_segment_chars if first else None
+        out = []
+        for piece in segment_text(run.text, s.max_segment_chars, cap, lang=lang):
+            ids = self._family.tokenizer.encode(piece, specials=False)
+            if ids:
+                out.append(TextSegment(piece, np.asarray(ids, np.int32)))
+        return out
+
+
+@dataclass
+class LMSegment:
+    """One segment's decode state (spec §9.7 "State", LM side).
+
+    Attributes:
+        next_input: the next forward's input embeddings, [1, L, D] (prefill) then [1, 1, D].
+        cache: the segment's own KV cache.
+        sampler: RAS with the segment's own generator.
+        min_len, max_len: speech-token bounds (spec §5, capped by the vocoder's noise).
+        tokens: every token sampled (LM context and RAS window), ids < S.
+        pending: tokens not yet emitted downstream.
+        schedule: mirror of token2wav's hop schedule; None on the offline path.
+        silent: mirror of token2wav's silent-token filter (`filtered` counts what passes).
+    """
+
+    next_input: Tensor
+    cache: KVCache
+    sampler: RasSampler
+    min_len: int
+    max_len: int
+    schedule: HopSchedule | None
+    silent: SilentTokenFilter = field(default_factory=SilentTokenFilter)
+    tokens: list[int] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)
+    filtered: int = 0
+
+    def take(self) -> np.ndarray:
+        """The pending tokens as int64 [k], now emitted."""
+        out, self.pending = np.asarray(self.pending, np.int64), []
+        return out
+
+
+class CosyVoice3LMStage(AutoregressiveStage[LMSegment]):
+    """The Qwen2 LM, continuously batched (see the module docstring). Payload in:
+    `TextSegment`; parts out: int64 [k] speech tokens (< S)."""
+
+    name = "lm"
+
+    def __init__(self, family: CosyVoice3Family):
+        super().__init__(max_batch_size=family.settings.lm_max_batch_size)
+        self._family = family
+
+    def begin(self, item: StageItem) -> LMSegment:
+        family, s = self._family, self._family.settings
+        models = family.models
+        voice: CosyVoice = family.voice_models[item.request.voice]
+        text: TextSegment = item.payload
+        device = models.device
+        with torch.inference_mode():
+            prefill = models.lm.prefill_embeds(torch.from_numpy(text.ids).to(device),
+                                               voice.prompt_text_ids, voice.prompt_speech_tokens)
+        min_len, max_len = length_limits(int(text.ids.size), voice.prompt_tokens)
+        max_len = min(max_len, models.max_speech_tokens(item.speed))
+        sampler = RasSampler.from_seed(segment_seed(item.request.seed, item.segment),
+                                       top_p=s.top_p, top_k=s.top_k, win_size=s.ras_win,
+                                       tau_r=s.ras_tau)
+        streaming = s.token2wav_mode == "streaming" and item.speed == 1.0
+        schedule = (HopSchedule(models.hops, voice.prompt_tokens, models.flow.pre_lookahead_len)
+                    if streaming else None)
+        return LMSegment(prefill[None], KVCache(), sampler, min(min_len, max_len), max_len,
+                         schedule)
+
+    @torch.inference_mode()
+    def step(self, batch: StageBatch, states: Sequence[LMSegment]) -> list[Step | BaseException]:
+        lm = self._family.models.lm
+        logits: dict[int, Tensor] = {}
+        together: list[int] = []
+        for i, (item, state) in enumerate(zip(batch, states, strict=True)):
+            if state.max_len <= 0:
+                continue  # nothing to say (noise cap): finish without a forward
+            if batch.step[i] == 0 or item.request.seeded:
+                logits[i] = lm(state.next_input, state.cache)[0][0]  # alone: prefill, or seeded
+            else:
+                together.append(i)
+        if together:
+            inputs = torch.cat([states[i].next_input for i in together])  # [B, 1, D]
+            rows = decode_step(lm, inputs, [states[i].cache for i in together])[0]
+            logits.update(zip(together, rows, strict=True))
+        return [self._choose(state, logits.get(i)) for i, state in enumerate(states)]
+
+    def _choose(self, state: LMSegment, logits: Tensor | None) -> Step:
+        """Sample the segment's next token from `logits` [V] and decide what it emits."""
+        if logits is None:
+            return Step(emit=state.take(), done=True)
+        models = self._family.models
+        size = models.lm.speech_token_size
+        scores = torch.log_softmax(logits.float(), dim=-1).cpu()
+        if len(state.tokens) < state.min_len:
+            mask_before_min_len(scores, size, self._family.settings.min_len_rule)
+        token = state.sampler(scores, state.tokens)
+        if token >= size:  # a stop id: never passed on
+            return Step(emit=state.take(), done=True)
+        state.tokens.append(token)
+        state.pending.append(token)
+        state.filtered += state.silent.accept(token)
+        ids = torch.tensor([token], device=models.device)
+        state.next_input = models.lm.embed_speech(ids).reshape(1, 1, -1)
+        if len(state.tokens) >= state.max_len:
+            return Step(emit=state.take(), done=True)
+        if state.schedule is not None and state.schedule.due(state.filtered):
+            state.schedule.advance()
+            return Step(emit=state.take())
+        return Step()
+
+
+@dataclass
+class _Stream:
+    """A request's token2wav state: the segment being vocoded (None between segments)."""
+
+    segment: Token2WavSegment | None = None
+    index: int = -1
+
+
+class CosyVoice3Token2WavStage(Stage):
+    """Flow + HiFT per request, in order (spec §9.7): a part's tokens go to its segment's
+    `Token2WavSegment`; the pieces they trigger come out as one `Audio` (24 kHz float32); the
+    final part also runs the final round. State per request, released when it ends."""
+
+    name = "token2wav"
+    in_order = True
+
+    def __init__(self, family: CosyVoice3Family):
+        super().__init__(max_batch_size=1, workers=1)
+        self._family = family
+        self.states: RequestStates[_Stream] = RequestStates(lambda request_id: _Stream())
+
+    def run(self, batch: StageBatch) -> list:
+        with torch.inference_mode():
+            return [self._vocode(item) for item in batch]
+
+    def _open(self, item: StageItem) -> Token2WavSegment:
+        family = self._family
+        models = family.models
+        return Token2WavSegment(models.flow, models.hift, family.flow_prompt(item.request.voice),
+                                models.hops, mode=family.settings.token2wav_mode,
+                                speed=item.speed)
+
+    def _vocode(self, item: StageItem) -> Audio:
+        stream = self.states.get_or_create(item.request.request_id)
+        if stream.segment is None or stream.index != item.segment:
+            stream.segment, stream.index = self._open(item), item.segment
+        segment = stream.segment
+        pieces = segment.push(int(t) for t in item.payload)
+        if item.final:
+            pieces += segment.finish()
+            stream.segment = None
+        if not pieces:
+            return Audio.empty()
+        audio = torch.cat(pieces, dim=1)[0]  # [n] float32, 24 kHz
+        return Audio(audio.float().cpu().numpy())
+
+    def release(self, request_id: str) -> None:
+        self.states.release(request_id)
+
+    def close(self) -> None:
+        self.states.release_all()
+
+    def live_states(self) -> int:
+        return len(self.states)
