@@ -202,14 +202,18 @@ def test_seeded_requests_give_identical_audio_alone_and_beside_others():
             again = engine.submit(SpeechRequest("cosyvoice3", text, VOICE, seed=3))
             results = await asyncio.gather(again.collect(), *(s.collect() for s in crowd))
             other = await engine.submit(SpeechRequest("cosyvoice3", text, VOICE, seed=4)).collect()
-            family = engine.family("cosyvoice3")
-            live = [stage.live_states() for stage in family.stages()]
             held = [q.stage.live_states() for q in engine.models["cosyvoice3"].queues]
-            return first, results, other, live, held
+            labels = {"model": "cosyvoice3", "stage": "lm", "le": "1.0"}
+            registry = engine.metrics.registry
+            alone = registry.get_sample_value("voxflow_batch_size_bucket", labels)
+            steps = registry.get_sample_value("voxflow_batch_size_count", {
+                "model": "cosyvoice3", "stage": "lm"})
+            return first, results, other, held, steps - alone
         finally:
             engine.stop()
 
-    first, results, other, _, held = asyncio.run(main())
+    first, results, other, held, batched_steps = asyncio.run(main())
+    assert batched_steps > 0  # the unseeded requests decoded together in some steps
     sha, samples = _sha(first)
     assert samples > 0 and samples % SAMPLES_PER_TOKEN == 0
     assert _sha(results[0]) == (sha, samples)  # beside three unseeded requests
@@ -254,3 +258,91 @@ def test_speak_writes_a_wav_whose_comment_says_noise_and_repeats_with_a_seed(cap
         assert f.comment == NOTE
         assert f.samplerate == 24000 and f.frames > 0 and f.frames % SAMPLES_PER_TOKEN == 0
     assert digests[0] == digests[1]
+
+
+def test_a_checkpoint_directory_loads_on_meta_with_assign_and_equals_the_tiny_path(
+    family, tmp_path, monkeypatch
+):
+    """The real-checkpoint path (llm.pt, flow.pt, hift.pt with its ``generator.`` prefix),
+    exercised with the tiny weights saved as .pt files and the full sizes swapped for tiny."""
+    from voxflow.models.cosyvoice3 import loader, weights
+    from voxflow.models.cosyvoice3.flow import FlowConfig
+    from voxflow.models.cosyvoice3.hift import HiFTConfig
+    from voxflow.models.cosyvoice3.lm import TINY_LM_CONFIG
+
+    states = loader.read_tiny_state_dicts(weights.REPO_FIXTURES)
+    states["hift.pt"] = {"generator." + k: v for k, v in states["hift.pt"].items()}
+    for name, state in states.items():
+        torch.save(state, tmp_path / name)
+    monkeypatch.setattr(weights, "FULL_SIZES",
+                        (TINY_LM_CONFIG, FlowConfig.tiny(), HiFTConfig.tiny()))
+    sine = family.models.hift.m_source.sine_waves
+    monkeypatch.setattr(weights, "full_size_sine_waves", lambda: sine)
+    models = weights._checkpoint(CosyVoice3Settings(), torch.device("cpu"), tmp_path)
+    assert models.kind == "checkpoint" and models.random_note is None
+    for module in (models.lm, models.flow, models.hift):
+        assert not any(t.is_meta for t in [*module.parameters(), *module.buffers()])
+    tokens = [5, 17, 40, 3, 66, 12, 9, 80, 33, 21, 7, 44, 2]
+    audio = []
+    for m in (family.models, models):
+        segment = Token2WavSegment(m.flow, m.hift, family.flow_prompt(VOICE), m.hops)
+        with torch.inference_mode():
+            audio.append(torch.cat(segment.push(tokens) + segment.finish(), dim=1))
+        with torch.inference_mode():
+            prefill = m.lm.prefill_embeds(torch.tensor([4, 8]))
+            audio.append(m.lm(prefill[None])[0])
+    assert torch.equal(audio[0], audio[2]) and audio[0].shape == (1, 960 * len(tokens))
+    assert torch.equal(audio[1], audio[3])
+
+
+def test_cancelling_mid_stream_frees_the_lm_and_token2wav_states():
+    text = " ".join(f"Sentence number {i} is here, and it goes on a while." for i in range(6))
+
+    async def main():
+        engine = Engine(_engine_settings())
+        await engine.start()
+        try:
+            queues = engine.models["cosyvoice3"].queues
+            stream = engine.submit(SpeechRequest("cosyvoice3", text, VOICE, seed=1))
+            await stream.__anext__()
+            await stream.aclose()
+            for _ in range(500):
+                if all(q.stage.live_states() == 0 for q in queues):
+                    break
+                await asyncio.sleep(0.01)
+            return [q.stage.live_states() for q in queues], engine.metrics.registry
+        finally:
+            engine.stop()
+
+    held, registry = asyncio.run(main())
+    assert held == [0, 0, 0]
+    assert registry.get_sample_value("voxflow_cancellations_total",
+                                     {"model": "cosyvoice3", "reason": "client"}) == 1
+
+
+def test_without_torch_the_config_validates_and_loading_names_the_extra():
+    import subprocess
+    import sys
+
+    script = f"""
+import importlib.abc, sys
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("torch", "safetensors"):
+            raise ModuleNotFoundError("No module named " + repr(name), name=name)
+sys.meta_path.insert(0, Refuse())
+from voxflow.config import load_settings
+from voxflow.models.registry import family_class
+settings = load_settings({str(CONFIG)!r})
+assert settings.models[0].options.weights == "tiny_fixture"
+try:
+    family_class("cosyvoice3")
+except ModuleNotFoundError as exc:
+    print(exc)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=CONFIG.parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == ("model family 'cosyvoice3' needs the package 'torch', which "
+                                   "is not installed (install it with: pip install -e "
+                                   "'.[cosyvoice3]')")

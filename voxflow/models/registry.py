@@ -28,6 +28,10 @@ _FAMILIES: dict[str, tuple[str, str]] = {
 }
 
 
+# family name -> the pyproject extra that installs what it imports beyond the runtime
+_EXTRAS = {"cosyvoice3": "cosyvoice3"}
+
+
 def known_families() -> list[str]:
     """Names of the families this build can serve."""
     return sorted(_FAMILIES)
@@ -61,5 +65,14 @@ def family_class(family: str) -> type[ModelFamily]:
 
     Raises:
         ValueError: unknown family.
+        ModuleNotFoundError: a package the family needs is not installed (names it and the
+            extra that installs it).
     """
-    return _import(_entry(family)[0])
+    target = _entry(family)[0]
+    try:
+        return _import(target)
+    except ModuleNotFoundError as exc:
+        extra = _EXTRAS.get(family)
+        hint = f" (install it with: pip install -e '.[{extra}]')" if extra else ""
+        raise ModuleNotFoundError(f"model family '{family}' needs the package '{exc.name}', "
+                                  f"which is not installed{hint}", name=exc.name) from exc

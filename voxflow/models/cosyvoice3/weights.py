@@ -39,6 +39,8 @@ TINY_SINE_SECONDS = 60
 """Seconds of HiFT source noise given to the tiny vocoder (60 s: 26 M floats, 52 MB)."""
 SAMPLE_RATE = 24_000
 SINE_KEY = "m_source.sine_waves"  # HiFT's non-persistent buffer, set after loading
+FULL_SIZES = (FULL_LM_CONFIG, FlowConfig(), HiFTConfig())
+"""The LM, flow and HiFT configs of `full_random` and checkpoint weights (Fun-CosyVoice3-0.5B)."""
 
 
 @dataclass
@@ -104,18 +106,21 @@ def _full_random(settings: CosyVoice3Settings, device: torch.device) -> Models:
     devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices), torch.device(device):
         torch.manual_seed(0)
-        lm = CosyVoice3LM(FULL_LM_CONFIG)
-        flow = CausalMaskedDiffWithDiT(FlowConfig())
-        hift = CausalHiFTGenerator(HiFTConfig())
+        lm_cfg, flow_cfg, hift_cfg = FULL_SIZES
+        lm = CosyVoice3LM(lm_cfg)
+        flow = CausalMaskedDiffWithDiT(flow_cfg)
+        hift = CausalHiFTGenerator(hift_cfg)
     hift.set_sine_waves(full_size_sine_waves())
     return _finish(lm, flow, hift, settings, device, "full_random", "random init, seed 0")
 
 
 def _checkpoint(settings: CosyVoice3Settings, device: torch.device, folder: Path) -> Models:
     states = loader.read_checkpoint_dir(folder)
+    lm_cfg, flow_cfg, hift_cfg = FULL_SIZES
     with torch.device("meta"):
-        lm, flow, hift = (CosyVoice3LM(FULL_LM_CONFIG), CausalMaskedDiffWithDiT(FlowConfig()),
-                          CausalHiFTGenerator(HiFTConfig()))
+        lm = CosyVoice3LM(lm_cfg)
+        flow = CausalMaskedDiffWithDiT(flow_cfg)
+        hift = CausalHiFTGenerator(hift_cfg)
     loader.load_checkpoint(lm, states["llm.pt"], "llm.pt", set_later=ROPE_BUFFERS)
     lm.materialize_buffers("cpu")
     loader.load_checkpoint(flow, states["flow.pt"], "flow.pt")
