@@ -87,3 +87,15 @@ def test_every_request_state_is_freed(server):
     metrics = httpx.get(f"{server.url}/metrics").text
     for stage in ("lm", "token2wav"):
         assert f'voxflow_stage_states{{model="cosyvoice3",stage="{stage}"}} 0.0' in metrics
+
+
+def test_speed_resamples_the_mel_of_the_same_tokens(server):
+    # The LM's tokens depend on the seed, not the speed; speed != 1 takes the offline path,
+    # which resamples the mel (2 frames per token) to floor(frames / speed) frames.
+    lengths = {}
+    for speed in (1.0, 2.0, 0.5):
+        r = speak(server.url, "Speed check.", seed=13, speed=speed)
+        assert r.status_code == 200, r.text
+        lengths[speed] = np.frombuffer(r.content, "<i2").size
+    tokens = lengths[1.0] // 960
+    assert lengths == {1.0: 960 * tokens, 2.0: 480 * tokens, 0.5: 1920 * tokens}
