@@ -1,7 +1,7 @@
 """CosyVoice3 with the tiny random weights (configs/cosyvoice3-tiny.yaml) through the real server
 on loopback: seeded audio identical run to run and streamed or not, the noise label on every
-surface (header, /v1/models, /v1/models/{id}), bad input as OpenAI-shaped 4xx errors, and the
-next request still served."""
+surface (header, /v1/models, /v1/models/{id}, /health), bad input as OpenAI-shaped 4xx errors,
+and the next request still served."""
 
 from __future__ import annotations
 
@@ -63,6 +63,8 @@ def test_a_wav_response_and_the_models_listing_say_the_weights_are_random(server
     assert entry["family"] == "cosyvoice3"
     one = httpx.get(f"{server.url}/v1/models/cosyvoice3")
     assert one.status_code == 200 and one.json()["weights"] == NOTE
+    health = httpx.get(f"{server.url}/health").json()["models"]["cosyvoice3"]
+    assert health["status"] == "ready" and health["weights"] == NOTE
 
 
 @pytest.mark.parametrize(("body", "status", "param"), [

@@ -195,6 +195,9 @@ class Engine:
         body: dict[str, Any] = {"status": served.status}
         if served.error:
             body["error"] = served.error
+        note = served.family.random_weights_note() if served.family else None
+        if note is not None:
+            body["weights"] = note  # random weights: its audio is noise (spec §9.4)
         reports = ((q.stage.name, q.stage.health()) for q in served.queues)
         stages = {name: report for name, report in reports if report}
         if stages:
