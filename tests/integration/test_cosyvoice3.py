@@ -101,3 +101,10 @@ def test_speed_resamples_the_mel_of_the_same_tokens(server):
         lengths[speed] = np.frombuffer(r.content, "<i2").size
     tokens = lengths[1.0] // 960
     assert lengths == {1.0: 960 * tokens, 2.0: 480 * tokens, 0.5: 1920 * tokens}
+
+
+def test_a_body_that_is_not_json_is_a_400_and_the_next_request_succeeds(server):
+    r = httpx.post(f"{server.url}/v1/audio/speech", content=b'{"model": "cosyvoice3", ',
+                   headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+    assert speak(server.url, "After the bad body.", seed=6).status_code == 200

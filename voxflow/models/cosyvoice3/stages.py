@@ -73,8 +73,9 @@ def segment_seed(seed: int, segment: int) -> int:
 class CosyVoice3FrontendStage(TextFrontendStage):
     """Text -> `TextSegment`s: sentences (`text/segment.py`, at most `max_segment_chars`, the
     first at most `first_segment_chars`), each tokenized with the Qwen2 BPE with special-token
-    markers read as plain text (spec §11). Logs a WARNING per request when the weights are
-    random (spec §9.4)."""
+    markers read as plain text (spec §11). SSML ``<phoneme>`` runs are read from their text
+    (the LM takes text ids, not IPA). Logs a WARNING per request when the weights are random
+    (spec §9.4)."""
 
     def __init__(self, family: CosyVoice3Family):
         super().__init__()
