@@ -346,3 +346,12 @@ except ModuleNotFoundError as exc:
     assert done.stdout.strip() == ("model family 'cosyvoice3' needs the package 'torch', which "
                                    "is not installed (install it with: pip install -e "
                                    "'.[cosyvoice3]')")
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"estimator_dtype": "bfloat16"}, "estimator_dtype bfloat16 is not built yet"),
+    ({"require_graphs": True, "device": "cuda"}, "flow graph capture is not built yet"),
+])
+def test_options_of_part_2_are_refused_at_start_up_not_ignored(options, message):
+    with pytest.raises(ValueError, match=message):
+        CosyVoice3Family("cv3", CosyVoice3Settings(**options))

@@ -58,6 +58,9 @@ class CosyVoice3Family(ModelFamily):
         if settings.require_graphs:
             raise ValueError(f"model {name}: require_graphs is set, but flow graph capture is "
                              "not built yet (issue 10 part 2); every solve runs eagerly")
+        if settings.estimator_dtype != "float32":
+            raise ValueError(f"model {name}: estimator_dtype {settings.estimator_dtype} is not "
+                             "built yet (issue 10 part 2); the flow runs in float32")
         self.models: Models = load_models(settings)
         self.tokenizer: CosyVoice3Tokenizer = default_tokenizer()
         self.voice_models: dict[str, CosyVoice] = self._load_voices()

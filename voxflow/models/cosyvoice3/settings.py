@@ -112,7 +112,7 @@ class CosyVoice3Settings(BaseModel):
     estimator_dtype: Literal["float32", "bfloat16"] = Field(
         "float32",
         description="Precision of the flow's DiT estimator (norms and softmax stay float32). "
-        "Not applied yet: the flow runs in float32 (GPU serving is issue 10 part 2).",
+        "Only float32 is served yet (bfloat16 is refused at start-up until issue 10 part 2).",
     )
     lm_max_batch_size: int = Field(
         8, ge=1, le=256,
