@@ -170,6 +170,11 @@ _prepared: dict[tuple[str, int, int], weakref.ref[PreparedGraph]] = {}
 """(resolved path, size, mtime_ns) -> the prepared graph of that file, while a session uses it."""
 
 
+def _prepare_half(model: onnx.ModelProto) -> PreparedHalf:
+    weights = SharedWeights(model)  # takes the weights out of `model`: serialize after
+    return PreparedHalf(model.SerializeToString(), weights)
+
+
 def prepare_graph(onnx_path: Path) -> PreparedGraph:
     """The rewritten graph of `onnx_path`, cut at the latent, each half with its weights split
     out (`SharedWeights`); the same object for every call while a session made from it lives,
@@ -187,11 +192,8 @@ def prepare_graph(onnx_path: Path) -> PreparedGraph:
             model, channels, durations = rewrite_graph(onnx.load(str(onnx_path)))
             split = split_at_decoder(model, durations)
             del model
-            halves = []
-            for half in (split.encoder, split.decoder):
-                weights = SharedWeights(half)  # takes the weights out of `half`: serialize after
-                halves.append(PreparedHalf(half.SerializeToString(), weights))
-            prepared = PreparedGraph(*halves, channels, durations, split.decoder_inputs)
+            encoder, decoder = (_prepare_half(half) for half in (split.encoder, split.decoder))
+            prepared = PreparedGraph(encoder, decoder, channels, durations, split.decoder_inputs)
             del split
             trim_heap()
             _prepared[key] = weakref.ref(prepared)
