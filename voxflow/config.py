@@ -63,6 +63,12 @@ class ServerSettings(_Strict):
         "it is produced), as OpenAI's endpoint does; `false`: it gets the whole file. A "
         "request's own `stream` always wins.",
     )
+    max_voice_upload_bytes: int = Field(
+        20_000_000, ge=1_000, le=1_000_000_000,
+        description="Largest `POST /v1/audio/voices` body (the prompt recording or feature "
+        "file plus the form fields), in bytes; a larger upload is refused with a 413 before it "
+        "is read further.",
+    )
     cors_origins: list[str] = Field(
         default_factory=list,
         description="Browser origins (`https://app.example.com`, `http://localhost:5173`, or "

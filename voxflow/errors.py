@@ -91,6 +91,34 @@ class ModelNotFoundError(InvalidRequestError):
         )
 
 
+class VoiceNotFoundError(InvalidRequestError):
+    """A voice named in the path does not exist (404)."""
+
+    status = 404
+    default_code = "voice_not_found"
+
+
+class VoiceForbiddenError(InvalidRequestError):
+    """A change to a voice that is not allowed, e.g. deleting a built-in voice (403)."""
+
+    status = 403
+    default_code = "voice_not_deletable"
+
+
+class ConflictError(InvalidRequestError):
+    """The request conflicts with the current state, e.g. a voice name taken (409)."""
+
+    status = 409
+    default_code = "conflict"
+
+
+class PayloadTooLargeError(InvalidRequestError):
+    """A request body over the server's size limit (413); the body is not read further."""
+
+    status = 413
+    default_code = "payload_too_large"
+
+
 class OverloadedError(VoxflowError):
     """Admission control refused the request (429); `retry_after` is in seconds."""
 

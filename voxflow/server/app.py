@@ -8,6 +8,8 @@ Routes:
   ``models.retrieve``); 404 ``model_not_found`` otherwise.
 - ``GET /v1/audio/voices``: every voice (id, model, family, language, every language it
   accepts, sample rate); ``?model=``.
+- ``POST /v1/audio/voices``, ``DELETE /v1/audio/voices/{name}``: saved voices of models that
+  clone voices (`voxflow.server.voices`).
 - ``GET /health``: 200 once every model is loaded and warmed up, else 503; per-model status.
 - ``GET /metrics``: Prometheus text format.
 
@@ -37,6 +39,7 @@ from voxflow.server.listings import models_list, voices_list
 from voxflow.server.openapi import error_responses, install_openapi
 from voxflow.server.request_id import RequestIdMiddleware
 from voxflow.server.speech import create_speech
+from voxflow.server.voices import create_voice, delete_voice
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,27 @@ SPEECH_TYPES = ("audio/mpeg", "audio/wav", "audio/pcm", "audio/flac", "audio/ogg
 
 EXPOSED_HEADERS = ("X-Request-Id", "X-Sample-Rate", "X-Dropped-Letters", "Retry-After")
 """Response headers a browser page may read when CORS is on (`server.cors_origins`)."""
+
+
+VOICE_FORM = {
+    "required": True,
+    "content": {"multipart/form-data": {"schema": {
+        "type": "object",
+        "required": ["name", "model"],
+        "properties": {
+            "name": {"type": "string", "description": "1-64 of A-Z a-z 0-9 _ . - (a letter "
+                     "or digit first)"},
+            "model": {"type": "string", "description": "a model that clones voices"},
+            "audio": {"type": "string", "format": "binary",
+                      "description": "a 1-30 s recording (with text)"},
+            "text": {"type": "string", "description": "the recording's transcript"},
+            "features": {"type": "string", "format": "binary",
+                         "description": "a prompt-feature file (instead of audio)"},
+            "language": {"type": "string", "description": "the voice's language tag"},
+        },
+    }}},
+}
+"""The multipart form of ``POST /v1/audio/voices``, for /docs (the route parses it itself)."""
 
 
 # The routes read the engine from `request.app.state`, never from a closure: FastAPI caches
@@ -115,7 +139,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         app.add_middleware(
             OpenAICORSMiddleware,
             allow_origins=list(settings.server.cors_origins),
-            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
             allow_headers=["*"],  # the OpenAI SDKs send Authorization and x-stainless-* headers
             expose_headers=list(EXPOSED_HEADERS),
             max_age=600,
@@ -127,6 +151,15 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         responses={200: {"description": "The audio, streamed by default (docs/api.md).",
                          "content": {t: {} for t in SPEECH_TYPES}},
                    **error_responses(400, 404, 405, 429, 500, 503, 504)},
+    )
+    app.add_api_route(
+        "/v1/audio/voices", create_voice, methods=["POST"], summary="Create a saved voice",
+        responses=error_responses(400, 404, 409, 413, 500, 503),
+        openapi_extra={"requestBody": VOICE_FORM},
+    )
+    app.add_api_route(
+        "/v1/audio/voices/{name}", delete_voice, methods=["DELETE"],
+        summary="Delete a saved voice", responses=error_responses(400, 403, 404, 405),
     )
     for path, endpoint, errors in (
         ("/v1/models", list_models, (405,)),

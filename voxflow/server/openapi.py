@@ -34,8 +34,13 @@ class ErrorBody(BaseModel):
 ERROR_STATUSES: dict[int, str] = {
     400: "A malformed request (bad JSON, a wrong type, a missing or unknown field, a value out "
          "of range, an unknown voice, nothing speakable...), or a refused CORS preflight.",
-    404: "Unknown model (`model_not_found`) or route (`not_found`).",
+    403: "A voice that cannot be deleted: built-in or default (`voice_not_deletable`).",
+    404: "Unknown model (`model_not_found`), voice (`voice_not_found`) or route "
+         "(`not_found`).",
     405: "Wrong method for the route (`Allow` says which).",
+    409: "A voice of that name exists, or was deleted and is still in use "
+         "(`voice_exists`, `voice_in_use`).",
+    413: "An upload over `server.max_voice_upload_bytes` (`payload_too_large`).",
     429: "Admission limits reached (`overloaded`); `Retry-After` says when to retry.",
     500: "A model stage failed (`synthesis_failed`) or an engine bug (`server_error`).",
     503: "A model is not ready (`model_not_ready`).",

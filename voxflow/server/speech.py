@@ -30,6 +30,7 @@ from voxflow.engine.engine import Engine
 from voxflow.engine.request import AudioChunk, SpeechRequest
 from voxflow.engine.stream import SpeechStream
 from voxflow.errors import VoxflowError
+from voxflow.models.cloning import VoiceCloning
 from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
 
@@ -191,6 +192,11 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
         access.fmt, access.stream = body.response_format, streams
     speech = to_engine_request(body, getattr(request.state, "request_id", None))
     stream = engine.submit(speech)  # resolves model and voice aliases
+    # Hold a saved voice until the request ends: deleting it meanwhile does not pull it from
+    # under the request (voxflow.models.cloning). No await between submit's check and the hold.
+    family = engine.family(stream.state.request.model)
+    if isinstance(family, VoiceCloning):
+        stream.state.on_end(family.hold_voice(stream.state.request.voice))
     if access is not None:
         state = stream.state
         access.model, access.voice = state.request.model, state.request.voice  # served names

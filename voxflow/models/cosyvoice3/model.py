@@ -24,6 +24,7 @@ from voxflow.models.cosyvoice3.stages import (
 )
 from voxflow.models.cosyvoice3.text import CosyVoice3Tokenizer, default_tokenizer
 from voxflow.models.cosyvoice3.token2wav import FlowPrompt
+from voxflow.models.cosyvoice3.voice_admin import SavedVoices
 from voxflow.models.cosyvoice3.voices import Voice as CosyVoice
 from voxflow.models.cosyvoice3.voices import (
     VoiceError,
@@ -40,13 +41,16 @@ LANGUAGES = ("zh", "en", "ja", "ko", "de", "es", "fr", "it", "ru")
 """The languages Fun-CosyVoice3 is published for; every voice may read each of them."""
 
 
-class CosyVoice3Family(ModelFamily):
+class CosyVoice3Family(SavedVoices, ModelFamily):
     """CosyVoice3 with the weights and voices of its settings (see the module docstring).
 
     Raises (at construction):
         FileNotFoundError, loader.StateDictError: weights missing or not matching the modules.
-        VoiceError: an invalid voice file (names the file and the key).
+        VoiceError: an invalid voice file (names the file and the key), built-in or saved.
         ValueError: no voice, or `default_voice` not among them.
+
+    Voices created through ``POST /v1/audio/voices`` are saved in `saved_voices_dir` and served
+    with the built-in ones (`voice_admin.SavedVoices`).
     """
 
     family = "cosyvoice3"
@@ -63,6 +67,7 @@ class CosyVoice3Family(ModelFamily):
                              "built yet (issue 10 part 2); the flow runs in float32")
         self.models: Models = load_models(settings)
         self.tokenizer: CosyVoice3Tokenizer = default_tokenizer()
+        self._init_saved_voices()
         self.voice_models: dict[str, CosyVoice] = self._load_voices()
         self._prompts: dict[str, FlowPrompt] = {
             vid: voice.flow_prompt(self.models.device) for vid, voice in self.voice_models.items()
@@ -86,6 +91,7 @@ class CosyVoice3Family(ModelFamily):
         if s.voices_dir is not None:
             voices.update(load_voices_dir(s.voices_dir, speech_token_size=size,
                                           random_weights=random))
+        voices.update(self._read_saved_voices(voices))
         if not voices:
             raise VoiceError(f"model {self.name}: no voices (set voices_dir to a folder of "
                              "NAME.safetensors voice files)")
@@ -116,4 +122,5 @@ class CosyVoice3Family(ModelFamily):
             "token_hops": [m.hops.token_hop_len, m.hops.token_max_hop_len],
             "lm_max_batch_size": s.lm_max_batch_size,
             "min_len_rule": s.min_len_rule,
+            "saved_voices_dir": str(self.saved_dir),
         }

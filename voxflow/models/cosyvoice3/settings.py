@@ -59,6 +59,21 @@ class CosyVoice3Settings(BaseModel):
         "prompt tokens, mel, speaker embedding and prompt text ids); an invalid file stops "
         "start-up. With random weights the voice is served as `random-NAME`.",
     )
+    saved_voices_dir: Path | None = Field(
+        None,
+        description="Where voices created with `POST /v1/audio/voices` are written (one "
+        "`NAME.safetensors` each) and read back at start-up; null = "
+        "`$XDG_DATA_HOME/voxflow/voices/MODEL` (`~/.local/share/voxflow/voices/MODEL` without "
+        "it), MODEL being the served model name. Created on the first save. Unlike "
+        "`voices_dir`, its voices can be deleted through the API.",
+    )
+    prompt_models_dir: Path | None = Field(
+        None,
+        description="Folder holding the speaker-embedding and speech-tokenizer ONNX models "
+        "(`campplus.onnx`, `speech_tokenizer_v3.onnx`) that turn an uploaded recording into a "
+        "voice; null = the checkpoint directory of `weights` when it is one. Without both "
+        "files, voices can only be created from a prompt-feature file.",
+    )
     default_voice: str | None = Field(
         None,
         description="Voice used when none is named; null = the first voice (`random-tiny` "
@@ -172,6 +187,14 @@ class CosyVoice3Settings(BaseModel):
         return not isinstance(self.weights, Path)
 
     @property
+    def prompt_models_folder(self) -> Path | None:
+        """Where the prompt ONNX models are looked for: `prompt_models_dir`, else the
+        checkpoint directory, else None (random weights and no folder given)."""
+        if self.prompt_models_dir is not None:
+            return self.prompt_models_dir
+        return self.weights if isinstance(self.weights, Path) else None
+
+    @property
     def static_chunk_size(self) -> int:
         """The DiT streaming chunk in mel frames for these weights (10 tiny, 50 full size)."""
         return TINY_STATIC_CHUNK_SIZE if self.weights == "tiny_fixture" else FULL_STATIC_CHUNK_SIZE
@@ -215,6 +238,11 @@ class CosyVoice3Settings(BaseModel):
             raise ValueError(f"fixtures_dir {self.fixtures_dir} is not a directory")
         if self.voices_dir is not None and not self.voices_dir.is_dir():
             raise ValueError(f"voices_dir {self.voices_dir} is not a directory")
+        if self.saved_voices_dir is not None and self.saved_voices_dir.exists() \
+                and not self.saved_voices_dir.is_dir():
+            raise ValueError(f"saved_voices_dir {self.saved_voices_dir} is not a directory")
+        if self.prompt_models_dir is not None and not self.prompt_models_dir.is_dir():
+            raise ValueError(f"prompt_models_dir {self.prompt_models_dir} is not a directory")
 
     def _check_hops(self) -> None:
         chunk = self.static_chunk_size
