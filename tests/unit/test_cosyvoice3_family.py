@@ -305,17 +305,25 @@ def test_cancelling_mid_stream_frees_the_lm_and_token2wav_states():
             queues = engine.models["cosyvoice3"].queues
             stream = engine.submit(SpeechRequest("cosyvoice3", text, VOICE, seed=1))
             await stream.__anext__()
+            during = [(q.stage.live_states(), q.stage.state_bytes()) for q in queues]
             await stream.aclose()
             for _ in range(500):
                 if all(q.stage.live_states() == 0 for q in queues):
                     break
                 await asyncio.sleep(0.01)
-            return [q.stage.live_states() for q in queues], engine.metrics.registry
+            after = [(q.stage.live_states(), q.stage.state_bytes()) for q in queues]
+            return during, after, engine.metrics.registry
         finally:
             engine.stop()
 
-    held, registry = asyncio.run(main())
-    assert held == [0, 0, 0]
+    during, after, registry = asyncio.run(main())
+    # Mid-stream a KV cache (lm) or an accumulated mel (token2wav) is held, with its bytes.
+    assert any(n > 0 and size > 0 for n, size in during[1:]), during
+    assert after == [(0, 0), (0, 0), (0, 0)]
+    for stage in ("lm", "token2wav"):
+        labels = {"model": "cosyvoice3", "stage": stage}
+        assert registry.get_sample_value("voxflow_stage_states", labels) == 0
+        assert registry.get_sample_value("voxflow_stage_state_bytes", labels) == 0
     assert registry.get_sample_value("voxflow_cancellations_total",
                                      {"model": "cosyvoice3", "reason": "client"}) == 1
 

@@ -90,7 +90,11 @@ class EngineMetrics:
 class StageCollector:
     """Reads the stages' own counters at scrape time.
 
-    - ``voxflow_stage_states{model,stage}``: requests (or segments) a stage holds state for;
+    - ``voxflow_stage_states{model,stage}``: requests (or segments) a stage holds state for
+      (CosyVoice3: live LM KV caches under ``stage="lm"``, vocoder streams under
+      ``"token2wav"``);
+    - ``voxflow_stage_state_bytes{model,stage}``: bytes of tensors in that state (KV caches,
+      accumulated mel); both return to 0 when a request ends, however it ends;
     - ``voxflow_bucket_calls_total{model,stage,rows,bucket}``: bucketed calls per padded shape;
     - ``voxflow_graph_runs_total{model,stage,mode}``: bucketed calls replayed as a captured
       graph (``mode="replayed"``) or run eagerly (``"eager"``);
@@ -105,6 +109,9 @@ class StageCollector:
     def collect(self):
         states = GaugeMetricFamily("voxflow_stage_states", "Requests or segments a stage holds "
                                    "state for.", labels=["model", "stage"])
+        state_bytes = GaugeMetricFamily("voxflow_stage_state_bytes", "Bytes of tensors a stage "
+                                        "holds in per-request state (KV caches, vocoder caches).",
+                                        labels=["model", "stage"])
         calls = CounterMetricFamily("voxflow_bucket_calls", "Bucketed stage calls per padded "
                                     "shape.", labels=["model", "stage", "rows", "bucket"])
         runs = CounterMetricFamily("voxflow_graph_runs", "Bucketed stage calls by how they ran.",
@@ -118,6 +125,7 @@ class StageCollector:
         for model, stages in list(self.models.items()):
             for stage in stages:
                 states.add_metric([model, stage.name], stage.live_states())
+                state_bytes.add_metric([model, stage.name], stage.state_bytes())
                 if not isinstance(stage, BucketedStage):
                     continue
                 hits, replays, eager, padded_sum, n = stage.stats.snapshot()
@@ -128,4 +136,4 @@ class StageCollector:
                 padded.add_metric([model, stage.name], count_value=n, sum_value=padded_sum)
                 capture_s.add_metric([model, stage.name], stage.graphs.capture_seconds)
                 capture_b.add_metric([model, stage.name], stage.graphs.capture_bytes)
-        yield from (states, calls, runs, padded, capture_s, capture_b)
+        yield from (states, state_bytes, calls, runs, padded, capture_s, capture_b)

@@ -58,26 +58,37 @@ class AutoregressiveStage(Stage, Generic[S]):
 
     def __init__(self, max_batch_size: int, workers: int = 1):
         super().__init__(max_batch_size=max_batch_size, workers=workers)
-        self._live = 0
+        self._live: dict[int, S] = {}  # id(state) -> state, for the gauges
         self._live_lock = threading.Lock()
 
     def open_state(self, item: StageItem) -> S:
         """`begin`, counted in `live_states` (what the engine's loop calls)."""
         state = self.begin(item)
         with self._live_lock:
-            self._live += 1
+            self._live[id(state)] = state
         return state
 
     def close_state(self, state: S) -> None:
         """`end`, counted in `live_states` (what the engine's loop calls, once per state)."""
         with self._live_lock:
-            self._live -= 1
+            self._live.pop(id(state), None)
         self.end(state)
 
     def live_states(self) -> int:
         """Segments holding a decode state now."""
         with self._live_lock:
-            return self._live
+            return len(self._live)
+
+    def state_bytes(self) -> int:
+        """Sum of `nbytes` over the live decode states (`voxflow_stage_state_bytes`)."""
+        with self._live_lock:
+            states = list(self._live.values())
+        return sum(self.nbytes(state) for state in states)
+
+    def nbytes(self, state: S) -> int:
+        """Bytes one decode state holds (its KV cache, say), read from another thread while
+        the stage may be stepping it: an estimate, never a reason to raise. Default: 0."""
+        return 0
 
     @abstractmethod
     def begin(self, item: StageItem) -> S:

@@ -85,6 +85,11 @@ class Stage(ABC):
         """Requests this stage holds state for now (`voxflow_stage_states`). Default: 0."""
         return 0
 
+    def state_bytes(self) -> int:
+        """Bytes of tensors and arrays this stage holds in per-request state now (KV caches,
+        accumulated mel, overlap tails; `voxflow_stage_state_bytes`). Default: 0."""
+        return 0
+
     def health(self) -> dict[str, Any]:
         """Facts for `/health` (e.g. which buckets run as captured graphs). Default: none."""
         return {}

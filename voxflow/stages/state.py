@@ -53,6 +53,11 @@ class RequestStates(Generic[S]):
         with self._lock:
             return request_id in self._states
 
+    def values(self) -> list[S]:
+        """The live states now (a snapshot: for gauges, not for mutation)."""
+        with self._lock:
+            return list(self._states.values())
+
     def get_or_create(self, request_id: str) -> S:
         """The request's state, created on first use.
 

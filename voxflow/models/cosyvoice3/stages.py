@@ -183,6 +183,12 @@ class CosyVoice3LMStage(AutoregressiveStage[LMSegment]):
             logits.update(zip(together, rows, strict=True))
         return [self._choose(state, logits.get(i)) for i, state in enumerate(states)]
 
+    def nbytes(self, state: LMSegment) -> int:
+        """The segment's KV cache and next input embeddings, in bytes."""
+        cache = state.cache
+        tensors = [*list(cache.keys), *list(cache.values), state.next_input]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
     def _choose(self, state: LMSegment, logits: Tensor | None) -> Step:
         """Sample the segment's next token from `logits` [V] and decide what it emits."""
         if logits is None:
@@ -262,3 +268,13 @@ class CosyVoice3Token2WavStage(Stage):
 
     def live_states(self) -> int:
         return len(self.states)
+
+    def state_bytes(self) -> int:
+        """Bytes of the accumulated mel of every open segment (HiFT's input, 80 x F float32)."""
+        total = 0
+        for stream in self.states.values():
+            segment = stream.segment
+            mel = None if segment is None else segment.acc_mel
+            if mel is not None:
+                total += mel.numel() * mel.element_size()
+        return total
