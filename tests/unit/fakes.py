@@ -26,7 +26,7 @@ from voxflow.engine.request import RequestState, SpeechRequest
 from voxflow.engine.scheduler import Job
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
 from voxflow.stages.items import StageBatch, StageItem
-from voxflow.stages.outputs import Audio, Next, Segments
+from voxflow.stages.outputs import Audio, Next, Parts, Segments
 from voxflow.stages.stage import Stage
 from voxflow.text.document import TextRun
 
@@ -158,10 +158,11 @@ def stage_item(state: RequestState, segment: int, payload) -> StageItem:
 
 def run_stage(stage: Stage, items: list[StageItem]) -> list:
     """`stage.run` of `items` as one batch, each output unwrapped: `Segments` -> its payload
-    list, `Audio` -> its samples, `Next` -> its payload, an exception as it is."""
+    list, `Parts` -> its payload list, `Audio` -> its samples, `Next` -> its payload, an
+    exception as it is."""
     unwrapped = []
     for out in stage.run(StageBatch.of(items, key=stage.batch_key(items[0]))):
-        if isinstance(out, Segments):
+        if isinstance(out, (Segments, Parts)):
             out = out.payloads
         elif isinstance(out, Audio):
             out = out.samples

@@ -10,7 +10,12 @@ import onnx
 import pytest
 from piper.config import PiperConfig
 
-from voxflow.models.piper.decode import DecodePlan, decode_row
+from voxflow.models.piper.decode import (
+    DecodePlan,
+    cut_window,
+    decode_window,
+    decode_windows,
+)
 from voxflow.models.piper.frontend import text_to_segments
 from voxflow.models.piper.loader import load_graph, rewrite_graph
 from voxflow.models.piper.split import decoder_inputs, split_at_decoder
@@ -36,11 +41,20 @@ def _ids(config: PiperConfig, text: str) -> np.ndarray:
     (7, 3, [3, 3, 1]),
 ])
 def test_windows_are_the_fewest_equal_ones_and_cover_every_frame_once(frames, chunk, sizes):
-    windows = list(DecodePlan(chunk, 12).windows(frames))
+    windows = DecodePlan(chunk, 12).windows(frames)
     assert [e - s for _, s, e, _ in windows] == sizes
     assert windows[0][1] == 0 and windows[-1][2] == frames
     assert all(a[2] == b[1] for a, b in pairwise(windows))  # no gap, no overlap
     assert all(lo == max(0, s - 12) and hi == min(frames, e + 12) for lo, s, e, hi in windows)
+
+
+@pytest.mark.parametrize(("frames", "sizes"), [
+    (500, [32, 234, 234]), (100, [32, 68]), (32, [32]), (20, [20]),
+])
+def test_a_first_segment_starts_with_a_small_window_then_the_fewest_equal_ones(frames, sizes):
+    plan = DecodePlan(256, 12, first_frames=32)
+    assert [e - s for _, s, e, _ in plan.windows(frames, first=True)] == sizes
+    assert plan.windows(frames) == DecodePlan(256, 12).windows(frames)  # later segments
 
 
 def test_joe_is_cut_at_the_masked_latent_and_the_halves_compose_to_the_whole_graph(joe):
@@ -80,12 +94,20 @@ def test_windowed_decode_is_byte_identical_run_to_run(joe):
     assert a.tobytes() == b.tobytes()
 
 
-def test_decode_row_yields_each_windows_kept_samples_in_order(tiny_voice_dir):
+def test_windows_decode_alone_or_batched_to_the_kept_samples_in_order(tiny_voice_dir):
     graph = load_graph(tiny_voice_dir / "tiny.onnx", 1, 1)
-    latent = np.random.default_rng(0).uniform(0.3, 1.0, (1, 4, 30)).astype(np.float32)
-    parts = list(decode_row(graph.decoder, graph.decoder_inputs, [latent], 25, 256,
-                            DecodePlan(10, 3)))
-    assert [p.size for p in parts] == [9 * 256, 9 * 256, 7 * 256]  # 25 frames, not the 30
-    whole = np.concatenate(list(decode_row(graph.decoder, graph.decoder_inputs, [latent], 25,
-                                           256, DecodePlan(None))))
+    latent = np.random.default_rng(0).uniform(0.3, 1.0, (1, 4, 45)).astype(np.float32)
+    windows = [cut_window([latent], w) for w in DecodePlan(10, 3).windows(25)]
+    parts = [decode_window(graph.decoder, graph.decoder_inputs, w, 256) for w in windows]
+    assert [p.size for p in parts] == [9 * 256, 9 * 256, 7 * 256]  # 25 frames, not the 45
+    [whole] = [decode_window(graph.decoder, graph.decoder_inputs, cut_window([latent], w), 256)
+               for w in DecodePlan(None).windows(25)]
     assert np.array_equal(np.concatenate(parts), whole)  # the tiny decoder is frame-local
+    inner = [cut_window([latent], w) for w in DecodePlan(10, 3).windows(40)]
+    same = [w for w in inner if w.frames == 16]  # the two inner windows, 10 frames + 3 + 3
+    assert [w.keep for w in same] == [(3, 13), (3, 13)]
+    batched = decode_windows(graph.decoder, graph.decoder_inputs, same, 256)
+    assert all(np.array_equal(b, decode_window(graph.decoder, graph.decoder_inputs, w, 256))
+               for b, w in zip(batched, same, strict=True))
+    with pytest.raises(ValueError, match="one length"):
+        decode_windows(graph.decoder, graph.decoder_inputs, windows, 256)

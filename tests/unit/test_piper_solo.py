@@ -1,6 +1,7 @@
-"""The Piper acoustic stage's solo session: a segment that runs alone gets more threads (the
-bench: a lone request ran 1.7x slower than piper's own server on one-thread workers), while a
-seeded request always runs on the fixed-thread session, so its bytes never depend on the load."""
+"""Piper's solo sessions: an encoder or decoder run that starts while no other Piper run is in
+progress gets more threads (the bench: a lone request ran 1.7x slower than piper's own server on
+one-thread workers), while a seeded request always runs on the fixed-thread sessions, so its
+bytes never depend on the load."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from fakes import make_state, run_stage, stage_item
 
 from voxflow.models.piper.frontend import PhonemeSegment
-from voxflow.models.piper.model import PiperAcousticStage, PiperFamily
+from voxflow.models.piper.model import PiperAcousticStage, PiperDecoderStage, PiperFamily
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.stages.items import StageItem
 
@@ -37,9 +38,11 @@ def family(tiny_voice_dir):
     assert voice.solo_graph is not None
     fam.voice_models["tiny"] = dataclasses.replace(
         voice,
-        graph=dataclasses.replace(voice.graph, session=RecordingSession(voice.graph.session)),
+        graph=dataclasses.replace(voice.graph, session=RecordingSession(voice.graph.session),
+                                  decoder=RecordingSession(voice.graph.decoder)),
         solo_graph=dataclasses.replace(
-            voice.solo_graph, session=RecordingSession(voice.solo_graph.session)
+            voice.solo_graph, session=RecordingSession(voice.solo_graph.session),
+            decoder=RecordingSession(voice.solo_graph.decoder),
         ),
     )
     return fam
@@ -51,28 +54,41 @@ def _item(seed: int | None) -> StageItem:
     return stage_item(state, 0, PhonemeSegment("x", ids))
 
 
-def test_a_lone_unseeded_segment_runs_on_the_solo_session(family):
-    stage = PiperAcousticStage(family)
-    [audio] = run_stage(stage, [_item(seed=None)])
-    voice = family.voice_models["tiny"]
-    assert (voice.solo_graph.session.runs, voice.graph.session.runs) == (1, 0)
+def _runs(voice) -> tuple[int, int, int, int]:
+    """(solo encoder, fixed encoder, solo decoder, fixed decoder) runs."""
+    return (voice.solo_graph.session.runs, voice.graph.session.runs,
+            voice.solo_graph.decoder.runs, voice.graph.decoder.runs)
+
+
+def _decode(family, item: StageItem, windows) -> list[np.ndarray]:
+    stage = PiperDecoderStage(family)
+    return [run_stage(stage, [dataclasses.replace(item, payload=w)])[0] for w in windows]
+
+
+def test_a_lone_unseeded_segment_runs_on_the_solo_sessions(family):
+    item = _item(seed=None)
+    [windows] = run_stage(PiperAcousticStage(family), [item])
+    [audio] = _decode(family, item, windows)
+    assert _runs(family.voice_models["tiny"]) == (1, 0, 1, 0)
     assert audio.size > 0
 
 
-def test_a_seeded_segment_always_runs_on_the_fixed_session(family):
-    stage = PiperAcousticStage(family)
-    run_stage(stage, [_item(seed=3)])
-    voice = family.voice_models["tiny"]
-    assert (voice.solo_graph.session.runs, voice.graph.session.runs) == (0, 1)
+def test_a_seeded_segment_always_runs_on_the_fixed_sessions(family):
+    item = _item(seed=3)
+    [windows] = run_stage(PiperAcousticStage(family), [item])
+    _decode(family, item, windows)
+    assert _runs(family.voice_models["tiny"]) == (0, 1, 0, 1)
 
 
-def test_a_segment_beside_another_run_uses_the_fixed_session(family):
-    stage = PiperAcousticStage(family)
-    stage._running = 1  # another worker is mid-run
-    run_stage(stage, [_item(seed=None)])
-    voice = family.voice_models["tiny"]
-    assert (voice.solo_graph.session.runs, voice.graph.session.runs) == (0, 1)
-    assert stage._running == 1
+def test_a_segment_beside_another_run_uses_the_fixed_sessions(family):
+    item = _item(seed=None)
+    with family.runs.run() as alone:  # another worker is mid-run
+        assert alone
+        [windows] = run_stage(PiperAcousticStage(family), [item])
+        _decode(family, item, windows)
+    assert _runs(family.voice_models["tiny"]) == (0, 1, 0, 1)
+    with family.runs.run() as alone:
+        assert alone  # the count went back to 0
 
 
 def test_solo_threads_zero_loads_no_second_session(tiny_voice_dir):

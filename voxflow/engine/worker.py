@@ -2,7 +2,8 @@
 
 Routing (`voxflow.stages.outputs`): `Segments` fan a request out into segment jobs for the next
 stage (and record its pauses on the request); `Next` goes to the next stage's queue keeping the
-item's segment, part and final flag; `Audio` is delivered to the request as that segment part;
+item's segment, part and final flag; `Parts` queue one job per part of the segment; `Audio` is
+delivered to the request as that segment part;
 an exception fails only its own request.
 """
 
@@ -14,7 +15,7 @@ import time
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.scheduler import Job, StageQueue, stage_batch
 from voxflow.errors import SynthesisError, VoxflowError
-from voxflow.stages.outputs import Audio, Next, Segments, check_outputs
+from voxflow.stages.outputs import Audio, Next, Parts, Segments, check_outputs
 from voxflow.stages.stage import Stage
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,8 @@ def route(stage: Stage, job: Job, out: object, downstream: StageQueue | None) ->
         state.deliver(item.segment, out.samples, item.part, item.final)
     elif downstream is None:
         state.fail(as_request_error(stage, TypeError("the last stage returned no audio")))
+    elif isinstance(out, Parts):
+        split_into_parts(stage, job, out, downstream)
     else:
         assert isinstance(out, Next)
         downstream.put(job.derive(out.payload, part=job.item.part, final=job.item.final))
@@ -77,6 +80,18 @@ def fan_out(stage: Stage, job: Job, plan: Segments, downstream: StageQueue | Non
     speed = job.item.speed
     for index, payload in enumerate(plan.payloads):
         downstream.put(job.derive(payload, segment=index, speed=plan.speeds.get(index, speed)))
+
+
+def split_into_parts(stage: Stage, job: Job, parts: Parts, downstream: StageQueue) -> None:
+    """Queue one job per part of a whole segment: part i, the last final."""
+    item = job.item
+    if not parts.payloads or item.part != 0 or not item.final:
+        error = TypeError("Parts must come from a whole segment (part 0, final) and be non-empty")
+        job.state.fail(as_request_error(stage, error))
+        return
+    last = len(parts.payloads) - 1
+    for index, payload in enumerate(parts.payloads):
+        downstream.put(job.derive(payload, part=index, final=index == last))
 
 
 def run_stage_batch(

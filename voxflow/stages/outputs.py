@@ -3,6 +3,9 @@
 - `Segments`: the front end's plan for a whole request (fans out into segment items).
 - `Next`: the payload for the next stage; the new item keeps the input's segment, part and
   `final` flag.
+- `Parts`: a whole segment continues as several parts for the next stage (a vocoder's windows
+  of frames): part i carries payload i, the last is final. The parts may run in parallel; the
+  request plays them in order.
 - `Audio`: (N,) float32 samples in [-1, 1] at the voice's rate, from the last stage: one chunk of
   the segment at the input's part; the chunk with ``final`` closes the segment. A stage that
   needs more input before it can emit (a vocoder's lookahead) returns an empty `Audio`.
@@ -46,6 +49,16 @@ class Next:
 
 
 @dataclass(frozen=True)
+class Parts:
+    """The next stage's payloads for the parts of this item's segment, in playback order.
+
+    Only for an item that is a whole segment (part 0, final); at least one payload.
+    """
+
+    payloads: list[Any]
+
+
+@dataclass(frozen=True)
 class Audio:
     """Audio of the item's segment part: (N,) float32 in [-1, 1] at the voice's sample rate.
 
@@ -60,7 +73,7 @@ class Audio:
         return cls(np.zeros(0, np.float32))
 
 
-StageOutput = Union[Segments, Next, Audio, BaseException]  # noqa: UP007 (a runtime alias)
+StageOutput = Union[Segments, Next, Parts, Audio, BaseException]  # noqa: UP007 (runtime alias)
 """One item's result of `Stage.run`."""
 
 
@@ -74,9 +87,9 @@ def check_outputs(stage_name: str, outputs: list, n_items: int) -> list:
     if len(outputs) != n_items:
         raise TypeError(f"stage {stage_name} returned {len(outputs)} outputs for {n_items} items")
     for out in outputs:
-        if not isinstance(out, (Segments, Next, Audio, BaseException)):
+        if not isinstance(out, (Segments, Next, Parts, Audio, BaseException)):
             raise TypeError(
                 f"stage {stage_name} returned {type(out).__name__}; expected Segments, Next, "
-                "Audio or an exception"
+                "Parts, Audio or an exception"
             )
     return outputs

@@ -1,31 +1,40 @@
-"""The Piper family: voices, and its two stages (text front end -> VITS acoustic model).
+"""The Piper family: voices, and its three stages (text front end -> VITS encoder -> decoder).
 
-Piper's VITS graph goes from phoneme ids straight to waveform, so the graph is two stages:
-`PiperFrontendStage` (text -> phoneme-id segments, fans out) and `PiperAcousticStage` (a batch of
-segments -> one waveform each, trimmed to the row's own length). Inside the acoustic run the
-voice's graph is two halves (`split.py`): the encoder runs once for the batch and each row's
-latent is decoded in windows of `decoder_chunk_frames` (`decode.py`).
+Piper's VITS graph goes from phoneme ids straight to waveform; voxflow runs it as three stages:
+`PiperFrontendStage` (text -> phoneme-id segments, fans out), `PiperAcousticStage` (the graph's
+encoder half, `split.py`: a batch of segments -> each one's latent, cut into decoder windows)
+and `PiperDecoderStage` (the HiFi-GAN half: one window -> its samples, a part of the segment;
+`decode.py`). A segment thus streams out window by window, and its first audio waits only for
+the encoder and a small first window.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from piper.config import PiperConfig
 
 from voxflow.audio.stretch import split_speed, time_stretch
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
-from voxflow.models.piper.decode import DecodePlan
+from voxflow.models.piper.decode import (
+    DecodePlan,
+    DecodeWindow,
+    cut_window,
+    decode_window,
+    decode_windows,
+)
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_config
 from voxflow.models.piper.settings import PiperSettings
-from voxflow.models.piper.synth import synthesize_batch
+from voxflow.models.piper.synth import Encoded, encode_batch
 from voxflow.stages.items import StageBatch, StageItem
-from voxflow.stages.outputs import Audio
+from voxflow.stages.outputs import Audio, Parts
 from voxflow.stages.stage import Stage
 from voxflow.text.document import TextRun
 
@@ -92,12 +101,44 @@ class PiperFrontendStage(TextFrontendStage):
         )
 
 
+class RunCounter:
+    """Counts a family's model runs in progress across its stages' workers, to tell whether a
+    run starts alone (then it may use the voice's solo session, with more threads)."""
+
+    def __init__(self) -> None:
+        self._running = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def run(self) -> Iterator[bool]:
+        """Hold a run for the block; yields True when no other run was in progress."""
+        with self._lock:
+            self._running += 1
+            alone = self._running == 1
+        try:
+            yield alone
+        finally:
+            with self._lock:
+                self._running -= 1
+
+
+def pick_graph(voice: PiperVoiceModel, alone: bool, seeded: bool) -> RewrittenGraph:
+    """The solo session for a run alone, else the fixed-thread one. Seeded runs always take the
+    fixed-thread one: their bytes must not depend on the load."""
+    solo = voice.solo_graph
+    return solo if solo is not None and alone and not seeded else voice.graph
+
+
 class PiperAcousticStage(Stage):
-    """A batch of phoneme segments of one voice and one native speed -> one waveform each.
+    """A batch of phoneme segments of one voice and one native speed -> each segment's latent,
+    as decoder windows for `PiperDecoderStage` (`Parts`).
 
     A segment's speed outside the voice's clean native range (`native_speed_min` ..
-    `native_speed_max`) is rendered at the nearest end of it, then time-stretched (pitch kept)
-    by the rest, so durations follow the requested speed over the whole 0.25-4 range.
+    `native_speed_max`) is rendered at the nearest end of it, decoded here whole and
+    time-stretched (pitch kept) by the rest, so durations follow the requested speed over the
+    whole 0.25-4 range (`Audio`; stretching windows one by one would break the seams).
+    A request's first segment starts with a window of `first_chunk_frames`, so its first audio
+    waits for the encoder and that window only.
     """
 
     name = "acoustic"
@@ -106,9 +147,8 @@ class PiperAcousticStage(Stage):
         s = family.settings
         super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers)
         self._family = family
-        self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames)
-        self._running = 0  # acoustic runs in progress, across this stage's workers
-        self._running_lock = threading.Lock()
+        self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
+                                s.first_chunk_frames)
 
     def native_speed(self, item: StageItem) -> float:
         """The speed the graph renders `item` at (its speed clamped to the clean range)."""
@@ -129,23 +169,68 @@ class PiperAcousticStage(Stage):
         rows = [item.payload.phoneme_ids for item in batch]
         seeds = [(item.request.seed, item.segment) for item in batch]
         native = self.native_speed(batch[0])
-        with self._running_lock:
-            self._running += 1
-            alone = self._running == 1
-        try:
-            seeded = any(item.request.seeded for item in batch)
-            solo = voice.solo_graph
-            graph = solo if solo is not None and alone and not seeded else voice.graph
-            audio = synthesize_batch(
-                graph, voice.config, rows, seeds, native,
-                self._family.settings.noise_frames_per_phoneme, self._plan,
-            )
-        finally:
-            with self._running_lock:
-                self._running -= 1
-        rate = voice.config.sample_rate
-        pairs = zip(audio, batch, strict=True)
-        return [Audio(time_stretch(row, rate, item.speed / native)) for row, item in pairs]
+        seeded = any(item.request.seeded for item in batch)
+        with self._family.runs.run() as alone:
+            graph = pick_graph(voice, alone, seeded)
+            encoded = encode_batch(graph, voice.config, rows, seeds, native,
+                                   self._family.settings.noise_frames_per_phoneme)
+            return [self._output(voice, graph, encoded, b, item, native)
+                    for b, item in enumerate(batch)]
+
+    def _output(self, voice: PiperVoiceModel, graph: RewrittenGraph, encoded: Encoded, b: int,
+                item: StageItem, native: float) -> Parts | Audio:
+        values, frames = encoded.row(b)
+        parts = item.speed == native and graph.decoder is not None
+        # a small first window only where it streams: the stretched path returns all at once
+        windows = self._plan.windows(frames, first=parts and item.segment == 0)
+        cut = [cut_window(values, w) for w in windows]
+        if parts:
+            return Parts(cut)
+        hop, rate = voice.config.hop_length, voice.config.sample_rate
+        if graph.decoder is None:  # an uncut graph (tests): its output is the waveform
+            wave = values[0].reshape(-1)[: frames * hop]
+        else:
+            wave = np.concatenate([decode_window(graph.decoder, graph.decoder_inputs, w, hop)
+                                   for w in cut])
+        wave = np.clip(wave, -1.0, 1.0).astype(np.float32)
+        return Audio(time_stretch(wave, rate, item.speed / native))
+
+
+class PiperDecoderStage(Stage):
+    """Decoder windows (`decode.DecodeWindow`) -> their samples, one `Audio` part each.
+
+    Windows of one segment are independent, so two workers may decode a request's windows at
+    once; the request plays them in order. Only windows of one voice and one length batch
+    (a padded window would change the samples at a segment's true end).
+    """
+
+    name = "decoder"
+
+    def __init__(self, family: PiperFamily):
+        s = family.settings
+        super().__init__(s.max_batch_size, None, s.workers)
+        self._family = family
+
+    def batch_key(self, item: StageItem) -> Hashable:
+        window: DecodeWindow = item.payload
+        return (item.request.voice, window.frames)
+
+    def cost(self, item: StageItem) -> int:
+        return item.payload.frames
+
+    def run(self, batch: StageBatch) -> list:
+        voice = self._family.voice_models[batch[0].request.voice]
+        seeded = any(item.request.seeded for item in batch)
+        with self._family.runs.run() as alone:
+            graph = pick_graph(voice, alone, seeded)
+            assert graph.decoder is not None  # the acoustic stage decodes uncut graphs itself
+            hop = voice.config.hop_length
+            windows = [item.payload for item in batch]
+            if len(windows) == 1:
+                waves = [decode_window(graph.decoder, graph.decoder_inputs, windows[0], hop)]
+            else:
+                waves = decode_windows(graph.decoder, graph.decoder_inputs, windows, hop)
+        return [Audio(np.clip(w, -1.0, 1.0).astype(np.float32)) for w in waves]
 
 
 class PiperFamily(ModelFamily):
@@ -156,13 +241,14 @@ class PiperFamily(ModelFamily):
 
     def __init__(self, name: str, settings: PiperSettings):
         super().__init__(name, settings)
+        self.runs = RunCounter()  # acoustic and decoder runs in progress (solo sessions)
         files = _voice_files(settings)
         self.voice_models = {vid: load_voice(vid, path, settings) for vid, path in files.items()}
         self.set_voices({vid: vm.voice for vid, vm in self.voice_models.items()},
                         settings.default_voice)
 
     def stages(self) -> list[Stage]:
-        return [PiperFrontendStage(self), PiperAcousticStage(self)]
+        return [PiperFrontendStage(self), PiperAcousticStage(self), PiperDecoderStage(self)]
 
     def details(self) -> dict:
         s = self.settings

@@ -72,6 +72,12 @@ class PiperSettings(BaseModel):
         "samples at 22,050 Hz), so the decoder's memory stays that of one window; null = the "
         "whole segment in one run.",
     )
+    first_chunk_frames: int | None = Field(
+        32, ge=1, le=100_000,
+        description="Latent frames of the first decoder window of a request's first segment "
+        "(32 = 0.37 s at joe's hop), sent as soon as it is decoded: time to first audio waits "
+        "for the encoder and this window, not the whole sentence. null = no such window.",
+    )
     decoder_pad_frames: int = Field(
         12, ge=0, le=256,
         description="Latent frames of context decoded on each side of a decoder window and "

@@ -1,7 +1,8 @@
 """One batched run of a rewritten Piper graph: padding, seeded noise, exact per-row trimming.
 
-The encoder runs once for the batch; each row's latent is then decoded on its own, cut at the
-row's own frames, window by window (`decode.DecodePlan`).
+The encoder runs once for the batch (`encode_batch`); each row's latent is then decoded on its
+own, cut at the row's own frames, window by window (`decode.DecodePlan`): here in one call
+(`synthesize_batch`), or as parts of the segment by the decoder stage (`model.py`).
 
 Noise: row b of segment s of a request with seed S draws its duration noise from
 ``default_rng([S, s, 0])`` as (T_b, 2) and its prior noise from ``default_rng([S, s, 1])`` as
@@ -15,12 +16,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 from piper.config import PiperConfig
 
-from voxflow.models.piper.decode import DecodePlan, decode_row
+from voxflow.models.piper.decode import DecodePlan, cut_window, decode_window
 from voxflow.models.piper.loader import NOISE_DP_INPUT, NOISE_Z_INPUT, RewrittenGraph
 from voxflow.models.piper.split import OUTPUT
 
@@ -42,26 +44,42 @@ def _noise(seeds: Sequence[tuple[int, int]], lengths: Sequence[int], t_max: int,
     return noise_dp, noise_z
 
 
-def synthesize_batch(
+@dataclass(frozen=True)
+class Encoded:
+    """The encoder's output for a batch: the decoder's inputs and each row's own frames.
+
+    Attributes:
+        values: the graph's `decoder_inputs` values, each (B, ...) float32, the latent
+            (B, C, F_max) first; for an uncut graph, the waveforms (B, 1, F_max * hop).
+        frames: (B,) int64 latent frames of each row, max(sum(durations), 1), <= F_max.
+    """
+
+    values: list[np.ndarray]
+    frames: np.ndarray
+
+    def row(self, b: int) -> tuple[list[np.ndarray], int]:
+        """Row b's decoder inputs, each (1, ...), and its frames."""
+        values = [v[b : b + 1] for v in self.values]
+        return values, min(int(self.frames[b]), values[0].shape[-1])
+
+
+def encode_batch(
     graph: RewrittenGraph,
     config: PiperConfig,
     rows: Sequence[np.ndarray],
     seeds: Sequence[tuple[int, int]],
     speed: float,
     frames_per_phoneme: float,
-    plan: DecodePlan | None = None,
-) -> list[np.ndarray]:
-    """Synthesize B segments of one voice at one speed: one encoder run, then each row decoded.
+) -> Encoded:
+    """Run the encoder (text encoder, durations, flow) for B segments of one voice and speed.
 
     Args:
         rows: B arrays of phoneme ids, (T_b,) int64.
         seeds: B (request seed, segment index) pairs.
         speed: speaking rate factor; length_scale = voice length_scale / speed.
         frames_per_phoneme: first guess of output frames per id (noise size), retried x4 if short.
-        plan: how each row's latent is decoded (default: whole, in one run); ignored by an
-            uncut graph (``graph.decoder`` None), which outputs the batch's waveforms itself.
-    Returns:
-        B waveforms, (N_b,) float32 in [-1, 1], N_b = max(sum(durations_b), 1) * hop_length.
+    Raises:
+        onnxruntime errors: the noise was still too short after the retries, or a bad graph.
     """
     lengths = [int(r.size) for r in rows]
     t_max = max(lengths)
@@ -77,12 +95,12 @@ def synthesize_batch(
     if config.num_speakers > 1:
         feed["sid"] = np.full((len(rows),), config.default_speaker_id, np.int64)
     f_cap = math.ceil(t_max * frames_per_phoneme * length_scale) + 16
+    names = list(graph.decoder_inputs) if graph.decoder is not None else [OUTPUT]
     for attempt in range(_MAX_NOISE_RETRIES + 1):
         feed[NOISE_DP_INPUT], feed[NOISE_Z_INPUT] = _noise(
             seeds, lengths, t_max, f_cap, graph.noise_channels
         )
         try:
-            names = list(graph.decoder_inputs) if graph.decoder is not None else [OUTPUT]
             *values, durations = graph.session.run([*names, graph.durations_output], feed)
             break
         except (Fail, InvalidArgument, RuntimeException):
@@ -92,16 +110,37 @@ def synthesize_batch(
             log.info("noise of %d frames too short for %d ids; retrying x4", f_cap, t_max)
             f_cap *= 4
     frames = np.maximum(durations[:, 0, :].sum(axis=1), 1).astype(np.int64)
+    return Encoded(values, frames)
+
+
+def synthesize_batch(
+    graph: RewrittenGraph,
+    config: PiperConfig,
+    rows: Sequence[np.ndarray],
+    seeds: Sequence[tuple[int, int]],
+    speed: float,
+    frames_per_phoneme: float,
+    plan: DecodePlan | None = None,
+) -> list[np.ndarray]:
+    """Synthesize B segments of one voice at one speed: one encoder run, then each row decoded
+    (`encode_batch`'s arguments).
+
+    Args:
+        plan: how each row's latent is decoded (default: whole, in one run); ignored by an
+            uncut graph (``graph.decoder`` None), which outputs the batch's waveforms itself.
+    Returns:
+        B waveforms, (N_b,) float32 in [-1, 1], N_b = max(sum(durations_b), 1) * hop_length.
+    """
+    encoded = encode_batch(graph, config, rows, seeds, speed, frames_per_phoneme)
     hop = config.hop_length
     out = []
     for b in range(len(rows)):
+        values, frames = encoded.row(b)
         if graph.decoder is None:
-            wave = values[0][b].reshape(-1)[: int(frames[b]) * hop]
+            wave = values[0].reshape(-1)[: frames * hop]
         else:
-            row = [v[b : b + 1] for v in values]
-            f = min(int(frames[b]), row[0].shape[-1])
-            plan = plan or DecodePlan()
-            wave = np.concatenate(list(decode_row(graph.decoder, graph.decoder_inputs, row, f,
-                                                  hop, plan)))
+            windows = (plan or DecodePlan()).windows(frames)
+            wave = np.concatenate([decode_window(graph.decoder, graph.decoder_inputs,
+                                                 cut_window(values, w), hop) for w in windows])
         out.append(np.clip(wave, -1.0, 1.0).astype(np.float32))
     return out

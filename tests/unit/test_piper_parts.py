@@ -1,0 +1,73 @@
+"""A Piper segment streams out in decoder windows (`Parts` -> the decoder stage), through the
+real engine on the tiny generated voice: the first chunk is the small first window, every part
+is in order, and the whole is the same audio as the acoustic run decoding everything itself."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from voxflow.config import load_settings
+from voxflow.engine.engine import Engine
+from voxflow.engine.request import SpeechRequest
+from voxflow.models.piper.frontend import text_to_segments
+from voxflow.models.piper.model import PiperAcousticStage, PiperFamily
+from voxflow.models.piper.synth import synthesize_batch
+
+HOP = 256
+TEXT = "Short words stream. A second sentence follows it."
+
+
+def _settings(tiny_voice_dir, **options):
+    base = {"include_default_voice": False, "voices_dir": str(tiny_voice_dir),
+            "default_voice": "tiny", "first_chunk_frames": 4, "decoder_chunk_frames": 16,
+            "solo_threads": 0, **options}
+    return load_settings(None, {"engine.warmup": False,
+                                "models": [{"name": "piper", "family": "piper",
+                                            "options": base}]})
+
+
+def _speak(settings, seed: int | None = 11):
+    async def main():
+        engine = Engine(settings)
+        await engine.start()
+        try:
+            request = SpeechRequest("piper", TEXT, "tiny", seed=seed)
+            return await engine.submit(request).collect()
+        finally:
+            engine.stop()
+
+    return asyncio.run(main())
+
+
+def test_the_first_chunk_is_the_first_window_and_the_parts_make_the_whole(tiny_voice_dir):
+    settings = _settings(tiny_voice_dir)
+    family = PiperFamily("piper", settings.models[0].options)
+    assert [s.name for s in family.stages()] == ["frontend", "acoustic", "decoder"]
+    chunks = _speak(settings)
+    sizes = [c.samples.size for c in chunks]
+    assert sizes[0] == 4 * HOP  # audio starts after the encoder and a 4-frame window
+    assert len(chunks) > 3 and chunks[-1].is_last and not any(c.is_last for c in chunks[:-1])
+    voice = family.voice_models["tiny"]
+    segments = text_to_segments(voice.config, TEXT, 300, 120, 400)
+    whole = [synthesize_batch(voice.graph, voice.config, [s.phoneme_ids], [(11, i)], 1.0, 12.0)[0]
+             for i, s in enumerate(segments)]
+    streamed = np.concatenate([c.samples for c in chunks])
+    np.testing.assert_array_equal(streamed[: whole[0].size], whole[0])
+    np.testing.assert_array_equal(streamed[streamed.size - whole[1].size:], whole[1])
+
+
+def test_windows_of_one_request_give_the_same_bytes_every_run(tiny_voice_dir):
+    settings = _settings(tiny_voice_dir)
+    a, b = (np.concatenate([c.samples for c in _speak(settings)]) for _ in range(2))
+    assert a.tobytes() == b.tobytes()
+
+
+def test_only_the_first_segment_gets_the_small_first_window(tiny_voice_dir):
+    settings = _settings(tiny_voice_dir)
+    family = PiperFamily("piper", settings.models[0].options)
+    stage = PiperAcousticStage(family)
+    plan = stage._plan
+    assert plan.windows(40, first=True)[0][1:3] == (0, 4)
+    assert plan.windows(40)[0][1:3] == (0, 14)  # 40 frames in 3 equal windows of <= 16
