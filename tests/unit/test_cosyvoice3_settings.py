@@ -85,8 +85,11 @@ def test_unknown_and_bad_values() -> None:
 
 def test_paths(tmp_path: Path) -> None:
     missing = tmp_path / "nope"
-    assert f"weights: checkpoint directory {missing} does not exist" in _error(
+    assert f'weights: "{missing}" is neither "tiny_fixture", "full_random"' in _error(
         weights=str(missing))
+    # The issue's spelling "random" is not a second name for full_random: refused, named.
+    assert 'weights: "random" is neither "tiny_fixture", "full_random" (full-size random ' \
+        'weights, for timing) nor an existing checkpoint directory' in _error(weights="random")
     ck = _checkpoint(tmp_path, ("llm.pt",))
     assert f"weights: checkpoint directory {ck} lacks flow.pt, hift.pt" in _error(weights=str(ck))
     assert f"voices_dir {missing} is not a directory" in _error(voices_dir=str(missing))

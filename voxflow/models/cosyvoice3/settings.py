@@ -229,7 +229,9 @@ class CosyVoice3Settings(BaseModel):
     def _check_paths(self) -> None:
         if isinstance(self.weights, Path):
             if not self.weights.is_dir():
-                raise ValueError(f"weights: checkpoint directory {self.weights} does not exist")
+                raise ValueError(f'weights: "{self.weights}" is neither "tiny_fixture", '
+                                 '"full_random" (full-size random weights, for timing) nor an '
+                                 "existing checkpoint directory")
             missing = [f for f in CHECKPOINT_FILES if not (self.weights / f).is_file()]
             if missing:
                 raise ValueError(f"weights: checkpoint directory {self.weights} lacks "
