@@ -137,6 +137,9 @@ def test_a_voice_from_a_feature_file_is_used_listed_deleted_and_re_created(serve
     assert builtin.content == speech.content  # same prompt features, same seed: same audio
     assert "random-alice" in listed(server.url) and "random-alice" in listed(server.url,
                                                                              "cosyvoice3")
+    entries = httpx.get(f"{server.url}/v1/audio/voices?model=cosyvoice3").json()["data"]
+    saved = {e["id"]: e["saved"] for e in entries}
+    assert saved["random-alice"] is True and saved["random-tiny"] is False
     models = httpx.get(f"{server.url}/v1/models/cosyvoice3").json()
     assert "random-alice" in models["voices"]
 
@@ -297,7 +300,8 @@ def test_a_deleted_voice_still_serves_the_request_queued_with_it(server, voices_
     def run(key: str, voice: str, text: str) -> None:
         results[key] = speak(server.url, voice, text)
 
-    long_text = " ".join(["This long request keeps the only slot busy for a while."] * 40)
+    # ~5 s on the tiny model here: far longer than the few milliseconds the checks below need
+    long_text = " ".join(["This long request keeps the only slot busy for a while."] * 15)
     first = threading.Thread(target=run, args=("first", "random-tiny", long_text))
     first.start()
     wait_for(lambda: admission.inflight == 1)

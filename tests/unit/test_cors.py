@@ -65,7 +65,8 @@ def test_item3_a_refused_method_from_an_allowed_origin_is_an_openai_error():
     r = c.options("/v1/audio/speech", headers={**PREFLIGHT, "Access-Control-Request-Method": "PUT"})
     assert r.status_code == 400
     assert r.json()["error"] == {
-        "message": "CORS preflight refused: method 'PUT' is not allowed (GET, POST, DELETE, OPTIONS).",
+        "message": "CORS preflight refused: method 'PUT' is not allowed "
+                   "(GET, POST, DELETE, OPTIONS).",
         "type": "invalid_request_error", "param": None, "code": "cors_not_allowed"}
     assert r.headers["access-control-allow-origin"] == ORIGIN  # Starlette's headers kept
 

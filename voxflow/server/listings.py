@@ -3,7 +3,8 @@
 A voice entry says every language the voice accepts (`ModelFamily.languages`, the family's own
 answer, the voice's own language first) as ``languages``, and keeps ``language`` as its own
 (default) one. Tags are written in BCP 47's usual case (``en-US``, ``ja``). Model and voice
-aliases are listed as entries of their own with ``alias_of`` (`voxflow.engine.aliases`).
+aliases are listed as entries of their own with ``alias_of`` (`voxflow.engine.aliases`). Voices
+of a family that clones voices say whether they were saved through the API (``saved``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from voxflow.engine.aliases import Aliases
 from voxflow.engine.engine import Engine
 from voxflow.models.base import ModelFamily
+from voxflow.models.cloning import VoiceCloning
 
 
 def tag_case(tag: str) -> str:
@@ -62,6 +64,10 @@ def model_voice_entries(
     aliases (alias -> voice) as entries of their own with ``alias_of`` and the voice's facts.
     `voxflow voices` lists exactly these."""
     data = [voice_entry(model, family, voice_id) for voice_id in family.voices]
+    if isinstance(family, VoiceCloning):  # which voices DELETE /v1/audio/voices/{id} removes
+        saved = set(family.saved_voice_ids())
+        for entry in data:
+            entry["saved"] = entry["id"] in saved
     for alias, voice_id in (voice_aliases or {}).items():
         entry = voice_entry(model, family, voice_id)
         data.append({**entry, "id": alias, "alias_of": voice_id, "default": False})
