@@ -48,7 +48,7 @@ def wav(samples: np.ndarray, rate: int = 24000) -> bytes:
 
 
 def write_config(folder: Path, tiny_piper: Path, voices_dir: Path,
-                 prompt_models: Path | None) -> Path:
+                 prompt_models: Path | None, voice_aliases: dict | None = None) -> Path:
     options = {"weights": "tiny_fixture", "saved_voices_dir": str(voices_dir)}
     if prompt_models is not None:
         options["prompt_models_dir"] = str(prompt_models)
@@ -57,7 +57,8 @@ def write_config(folder: Path, tiny_piper: Path, voices_dir: Path,
         "server": {"max_voice_upload_bytes": UPLOAD_LIMIT},
         "engine": {"max_inflight_requests": 1, "max_queued_requests": 8},
         "models": [
-            {"name": "cosyvoice3", "family": "cosyvoice3", "options": options},
+            {"name": "cosyvoice3", "family": "cosyvoice3", "options": options,
+             "voice_aliases": voice_aliases or {}},
             {"name": "piper", "family": "piper", "voice_aliases": {},
              "options": {"voices_dir": str(tiny_piper), "include_default_voice": False,
                          "default_voice": "tiny"}},
@@ -240,6 +241,7 @@ def test_models_that_do_not_clone_answer_400_naming_the_model(server):
     ({}, None),  # no file: httpx sends a urlencoded form, not multipart
     ({"features": "OK", "text": "Hi."}, "text"),
     ({"features": "OK", "colour": "blue"}, "colour"),
+    ({"features": "OK", "language": "not a tag!"}, "language"),
 ])
 def test_unusable_uploads_are_400s_and_leave_nothing_on_disk(server, voices_dir, kwargs, param):
     payloads = {"SHORT": wav(speech_like(0.5)), "LONG": wav(speech_like(31.0, rate=16000),
@@ -332,10 +334,14 @@ def test_saved_voices_survive_a_restart_and_audio_needs_the_prompt_models(
         server, tmp_path, tiny_voice_dir, voices_dir):
     assert create(server.url, "frank", features=features_file()).status_code in (200, 409)
     first_audio = speak(server.url, "random-frank").content
-    config = write_config(tmp_path, tiny_voice_dir, voices_dir, prompt_models=None)
+    config = write_config(tmp_path, tiny_voice_dir, voices_dir, prompt_models=None,
+                          voice_aliases={"alloy": "random-frank"})
     second = start_server(config=str(config))
     try:
         assert "random-frank" in listed(second.url)
+        assert speak(second.url, "alloy").content == first_audio
+        alias = error_of(delete(second.url, "random-frank"), 403)
+        assert alias["code"] == "voice_not_deletable" and "alloy" in alias["message"]
         again = speak(second.url, "random-frank")
         assert again.status_code == 200 and again.content == first_audio
         error = error_of(create(second.url, "gina", audio=wav(speech_like(3.0)),

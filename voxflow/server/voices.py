@@ -217,6 +217,12 @@ async def delete_voice(request: Request, name: str, model: str | None = None) ->
             f"Voice '{name}' of model '{served}' is a built-in voice of a model that does not "
             "support voice cloning; it cannot be deleted.", param="name",
             code="voice_not_deletable")
+    aliases = sorted(a for a, v in engine.aliases.voices.get(served, {}).items() if v == name)
+    if aliases:  # the alias would name a voice that is gone: refused, not left dangling
+        raise VoiceForbiddenError(
+            f"Voice '{name}' of model '{served}' is named by the voice alias(es) "
+            f"{', '.join(aliases)} in the configuration (voice_aliases); remove them there "
+            "first.", param="name", code="voice_not_deletable")
     family.delete_voice(name)
     return {"id": name, "object": "voice", "model": served, "deleted": True}
 

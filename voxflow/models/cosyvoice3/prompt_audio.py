@@ -47,6 +47,10 @@ class PromptAudioError(ValueError):
     """The upload cannot make a voice (undecodable, too short or long, silent); says why."""
 
 
+class TranscriptError(PromptAudioError):
+    """The transcript of a recording is empty or too long."""
+
+
 class MissingPromptModels(PromptAudioError):
     """The speaker-embedding or speech-tokenizer ONNX model is not there; names the files."""
 
@@ -139,12 +143,12 @@ def resample(samples: npt.NDArray[np.float32], rate: int, target: int) -> npt.ND
 
 
 def check_transcript(text: str) -> str:
-    """The transcript stripped; raises PromptAudioError if empty or over MAX_TRANSCRIPT_CHARS."""
+    """The transcript stripped; raises TranscriptError if empty or over MAX_TRANSCRIPT_CHARS."""
     text = text.strip()
     if not text:
-        raise PromptAudioError("the transcript ('text') must not be empty")
+        raise TranscriptError("the transcript ('text') must not be empty")
     if len(text) > MAX_TRANSCRIPT_CHARS:
-        raise PromptAudioError(f"the transcript is {len(text)} characters long; at most "
+        raise TranscriptError(f"the transcript is {len(text)} characters long; at most "
                                f"{MAX_TRANSCRIPT_CHARS} are accepted")
     return text
 

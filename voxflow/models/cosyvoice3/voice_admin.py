@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import struct
 import threading
 from collections import Counter
@@ -37,6 +38,7 @@ from voxflow.models.cloning import VoiceUpload
 from voxflow.models.cosyvoice3.prompt_audio import (
     PromptAudioError,
     PromptEncoder,
+    TranscriptError,
     check_transcript,
 )
 from voxflow.models.cosyvoice3.saved_voices import (
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_UPLOAD_LANGUAGE = "und"  # a recording's language when the form names none
+LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8}){0,4}")  # BCP 47-ish
 MAX_HEADER_BYTES = 1_000_000  # a prompt-feature file's safetensors header, at most
 
 
@@ -175,6 +178,12 @@ class SavedVoices:
         if problem is not None:
             raise InvalidRequestError(f"Invalid value for 'name': {echo(upload.name)}; "
                                       f"{problem}.", param="name", code="invalid_voice_name")
+        language = upload.language
+        if language is not None and (len(language) > 35 or not LANGUAGE_TAG.fullmatch(language)):
+            raise InvalidRequestError(
+                f"Invalid value for 'language': {echo(upload.language)}; a language tag of "
+                "letters, digits and '-' (at most 35 characters) such as 'en' or 'zh-CN'.",
+                param="language", code="invalid_value")
         vid = voice_id(upload.name, self._random)
         self._check_free(vid)
         try:
@@ -182,7 +191,7 @@ class SavedVoices:
                      else self._voice_from_audio(upload))
         except PromptAudioError as exc:
             param = "features" if upload.features is not None else "audio"
-            if isinstance(exc, PromptAudioError) and "transcript" in str(exc):
+            if isinstance(exc, TranscriptError):
                 param = "text"
             raise InvalidRequestError(f"Cannot create voice {echo(upload.name)}: {exc}.",
                                       param=param, code="invalid_voice_audio"
