@@ -27,9 +27,10 @@ Semantics (b = row, t = phoneme index, f = frame index, s = sample index within 
 * ``m_p[b, :, f] = EMBEDDING[input[b, t]]`` for the phoneme t whose frames cover f
   (``cumsum(w_ceil)[t-1] <= f < cumsum(w_ceil)[t]``), 0 for frames past the row's end
 * ``z = m_p + noise_z * PRIOR_STD * noise_scale`` (``noise_z`` = ``/RandomNormalLike``, [B,C,F])
-* ``zm[b, :, f] = z[b, :, f] * (f < y_lengths[b])``: the masked latent, computed before the
-  decoder as in VITS (``/Mul_7``); the decoder (``/dec/...``) reads only ``zm``, so the graph cuts
-  at the latent like the real voice's (``voxflow.models.piper.split``)
+* ``zm[b, :, f] = flow(z)[b, :, f] * (f < y_lengths[b])``: the masked latent, computed before
+  the decoder as in VITS (``/Mul_7``), with an identity for the flow (``/flow/Identity``); the
+  decoder (``/dec/...``) reads only ``zm``, so the graph cuts in three like the real voice's
+  (``voxflow.models.piper.split``)
 * ``audio[b, f*HOP + s] = 0.5 * tanh(sum_c zm[b, c, f] * BASIS[c, s])`` where frame f of ``zm`` is
   not all zero (every frame of a row: embeddings are at least 0.3 in magnitude), and
   ``TAIL_LEVEL`` (0.25, not silent) where it is (the padding of rows shorter than the batch's
@@ -206,9 +207,11 @@ def build_tiny_model(num_symbols: int = NUM_SYMBOLS) -> onnx.ModelProto:
         n("Mul", ["/RandomNormalLike_output_0", "prior_std"], ["z_noise"], name="/Mul_5"),
         n("Mul", ["z_noise", "noise_scale"], ["z_noise_s"], name="/Mul_6"),
         n("Add", ["/Transpose_3_output_0", "z_noise_s"], ["z"], name="/Add"),
-        # masked latent zm = z * y_mask [B, C, F] (the decoder's only input)
+        # flow (frame-local here: an identity), then the masked latent zm = flow(z) * y_mask
+        # [B, C, F] (the decoder's only input)
+        n("Identity", ["z"], ["flow_out"], name="/flow/Identity"),
         n("Transpose", ["y_mask"], ["y_mask_cf"], name="/Transpose_y", perm=[0, 2, 1]),
-        n("Mul", ["z", "y_mask_cf"], ["/Mul_7_output_0"], name="/Mul_7"),
+        n("Mul", ["flow_out", "y_mask_cf"], ["/Mul_7_output_0"], name="/Mul_7"),
         # decoder: [B, F, C] @ [C, HOP] -> [B, F, HOP]; all-zero (padding) frames = TAIL_LEVEL
         n("Transpose", ["/Mul_7_output_0"], ["z_t"], name="/dec/Transpose", perm=[0, 2, 1]),
         n("MatMul", ["z_t", "dec_basis"], ["wave"], name="/dec/MatMul"),

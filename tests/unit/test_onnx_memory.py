@@ -23,15 +23,18 @@ def test_both_sessions_of_one_voice_share_one_prepared_graph(tiny_voice_dir):
     path = tiny_voice_dir / "tiny.onnx"
     graph, solo = load_graph(path, 1, 1), load_graph(path, 2, 1, spin=False)
     assert graph.source is solo.source and graph.source is not None
-    for half, session, solo_session in ((graph.source.encoder, graph.session, solo.session),
-                                        (graph.source.decoder, graph.decoder, solo.decoder)):
-        weights = half.weights
-        assert weights.arrays and session.weights is weights and solo_session.weights is weights
+    pairs = ((graph.session, solo.session), (graph.frames.flow, solo.frames.flow),
+             (graph.frames.decoder, solo.frames.decoder))
+    for part, (session, solo_session) in zip(graph.source.parts, pairs, strict=True):
+        weights = part.weights
+        assert session.weights is weights and solo_session.weights is weights
+        assert weights.arrays or part is graph.source.flow  # the tiny flow has no weights
         names = {i.name for i in session.get_inputs()}
         assert set(weights.arrays) <= names  # the weights are graph inputs now
     assert {"input", "input_lengths", "scales", "noise_dp", "noise_z"} <= {
         i.name for i in graph.session.get_inputs()}
-    assert [i.name for i in graph.decoder.get_inputs()][0] == "/Mul_7_output_0"
+    assert [i.name for i in graph.frames.decoder.get_inputs()][0] == "/Mul_7_output_0"
+    assert graph.frames.flow_inputs[:2] == ("z", "y_mask_cf")  # the tiny voice's z_p and mask
 
 
 def test_split_weights_give_the_same_audio_as_the_plain_graph(tiny_voice_dir):

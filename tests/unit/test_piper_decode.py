@@ -18,7 +18,7 @@ from voxflow.models.piper.decode import (
 )
 from voxflow.models.piper.frontend import text_to_segments
 from voxflow.models.piper.loader import load_graph, rewrite_graph
-from voxflow.models.piper.split import decoder_inputs, split_at_decoder
+from voxflow.models.piper.split import decoder_inputs, flow_inputs, split_graph
 from voxflow.models.piper.synth import synthesize_batch
 
 
@@ -57,14 +57,21 @@ def test_a_first_segment_starts_with_a_small_window_then_the_fewest_equal_ones(f
     assert plan.windows(frames) == DecodePlan(256, 12).windows(frames)  # later segments
 
 
-def test_joe_is_cut_at_the_masked_latent_and_the_halves_compose_to_the_whole_graph(joe):
+def test_joe_is_cut_at_the_prior_sample_and_the_masked_latent(joe):
     path, config, graph = joe
     model, _, durations = rewrite_graph(onnx.load(str(path)))
     assert decoder_inputs(model.graph) == ["/Mul_7_output_0"]  # z * y_mask, before /dec/conv_pre
-    split = split_at_decoder(model, durations)
-    assert {o.name for o in split.encoder.graph.output} == {"/Mul_7_output_0", durations}
+    # z_p = m_p + noise * exp(logs_p) (/Add), and y_mask cast to float (/Cast_2)
+    assert flow_inputs(model.graph, "/Mul_7_output_0") == ["/Add_output_0", "/Cast_2_output_0"]
+    split = split_graph(model, durations)
+    assert {o.name for o in split.encoder.graph.output} == {
+        "/Add_output_0", "/Cast_2_output_0", durations}
+    assert [o.name for o in split.flow.graph.output] == ["/Mul_7_output_0"]
     assert [o.name for o in split.decoder.graph.output] == ["output"]
-    assert not any(n.name.startswith("/dec/") for n in split.encoder.graph.node)
+    assert not any(n.name.startswith(("/dec/", "/flow/")) for n in split.encoder.graph.node)
+    assert any(n.name.startswith("/flow/") for n in split.flow.graph.node)
+    assert not any(n.name.startswith(("/dec/", "/enc_p/", "/dp/"))
+                   for n in split.flow.graph.node)
     assert all(n.name.startswith("/dec/") or n.name.startswith("/Unsqueeze")
                for n in split.decoder.graph.node)
 
@@ -80,9 +87,13 @@ def test_windowed_decode_of_joe_equals_the_whole_decode_within_float_rounding(jo
                                     DecodePlan(chunk, 12))[0]
         assert windowed.size == whole.size
         assert np.abs(windowed - whole).max() < 1e-5  # under a third of a 16-bit step
-    # too little context is audible at the seams: the pad is what makes it exact
-    short = synthesize_batch(graph, config, [ids], [(3, 0)], 1.0, 12.0, DecodePlan(64, 4))[0]
-    assert np.abs(short - whole).max() > 1e-3
+    # too little context is audible at the seams: the pads are what make it exact
+    for plan in (DecodePlan(64, 4), DecodePlan(64, 12, flow_pad_frames=8)):
+        short = synthesize_batch(graph, config, [ids], [(3, 0)], 1.0, 12.0, plan)[0]
+        assert np.abs(short - whole).max() > 1e-3
+    first = synthesize_batch(graph, config, [ids], [(3, 0)], 1.0, 12.0,
+                             DecodePlan(512, 12, first_frames=32))[0]
+    assert np.abs(first - whole).max() < 1e-5
 
 
 def test_windowed_decode_is_byte_identical_run_to_run(joe):
@@ -94,20 +105,24 @@ def test_windowed_decode_is_byte_identical_run_to_run(joe):
     assert a.tobytes() == b.tobytes()
 
 
-def test_windows_decode_alone_or_batched_to_the_kept_samples_in_order(tiny_voice_dir):
-    graph = load_graph(tiny_voice_dir / "tiny.onnx", 1, 1)
-    latent = np.random.default_rng(0).uniform(0.3, 1.0, (1, 4, 45)).astype(np.float32)
-    windows = [cut_window([latent], w) for w in DecodePlan(10, 3).windows(25)]
-    parts = [decode_window(graph.decoder, graph.decoder_inputs, w, 256) for w in windows]
+def test_windows_run_alone_or_batched_to_the_kept_samples_in_order(tiny_voice_dir):
+    frames = load_graph(tiny_voice_dir / "tiny.onnx", 1, 1).frames
+    rng = np.random.default_rng(0)
+    prior = [rng.uniform(0.3, 1.0, (1, 4, 45)).astype(np.float32),
+             np.ones((1, 1, 45), np.float32)]
+    windows = [cut_window(prior, w, 5) for w in DecodePlan(10, 3).windows(25)]
+    assert [(w.frames, w.span, w.keep) for w in windows] == [
+        (17, (0, 12), (0, 9)), (25, (5, 20), (3, 12)), (20, (5, 15), (3, 10))]
+    parts = [decode_window(frames, w, 256) for w in windows]
     assert [p.size for p in parts] == [9 * 256, 9 * 256, 7 * 256]  # 25 frames, not the 45
-    [whole] = [decode_window(graph.decoder, graph.decoder_inputs, cut_window([latent], w), 256)
+    [whole] = [decode_window(frames, cut_window(prior, w, 5), 256)
                for w in DecodePlan(None).windows(25)]
-    assert np.array_equal(np.concatenate(parts), whole)  # the tiny decoder is frame-local
-    inner = [cut_window([latent], w) for w in DecodePlan(10, 3).windows(40)]
-    same = [w for w in inner if w.frames == 16]  # the two inner windows, 10 frames + 3 + 3
-    assert [w.keep for w in same] == [(3, 13), (3, 13)]
-    batched = decode_windows(graph.decoder, graph.decoder_inputs, same, 256)
-    assert all(np.array_equal(b, decode_window(graph.decoder, graph.decoder_inputs, w, 256))
+    assert np.array_equal(np.concatenate(parts), whole)  # the tiny flow and decoder are local
+    inner = [cut_window(prior, w, 5) for w in DecodePlan(10, 3).windows(40)]
+    same = [w for w in inner if (w.frames, w.span) == (26, (5, 21))]  # 10 + 3 + 3, then 5 + 5
+    assert len(same) == 2
+    batched = decode_windows(frames, same, 256)
+    assert all(np.array_equal(b, decode_window(frames, w, 256))
                for b, w in zip(batched, same, strict=True))
     with pytest.raises(ValueError, match="one length"):
-        decode_windows(graph.decoder, graph.decoder_inputs, windows, 256)
+        decode_windows(frames, windows, 256)

@@ -29,6 +29,11 @@ class RecordingSession:
         return self._session.run(*args, **kwargs)
 
 
+def _recording(graph):
+    frames = dataclasses.replace(graph.frames, decoder=RecordingSession(graph.frames.decoder))
+    return dataclasses.replace(graph, session=RecordingSession(graph.session), frames=frames)
+
+
 @pytest.fixture
 def family(tiny_voice_dir):
     settings = PiperSettings(include_default_voice=False, voices_dir=tiny_voice_dir,
@@ -38,12 +43,8 @@ def family(tiny_voice_dir):
     assert voice.solo_graph is not None
     fam.voice_models["tiny"] = dataclasses.replace(
         voice,
-        graph=dataclasses.replace(voice.graph, session=RecordingSession(voice.graph.session),
-                                  decoder=RecordingSession(voice.graph.decoder)),
-        solo_graph=dataclasses.replace(
-            voice.solo_graph, session=RecordingSession(voice.solo_graph.session),
-            decoder=RecordingSession(voice.solo_graph.decoder),
-        ),
+        graph=_recording(voice.graph),
+        solo_graph=_recording(voice.solo_graph),
     )
     return fam
 
@@ -57,7 +58,7 @@ def _item(seed: int | None) -> StageItem:
 def _runs(voice) -> tuple[int, int, int, int]:
     """(solo encoder, fixed encoder, solo decoder, fixed decoder) runs."""
     return (voice.solo_graph.session.runs, voice.graph.session.runs,
-            voice.solo_graph.decoder.runs, voice.graph.decoder.runs)
+            voice.solo_graph.frames.decoder.runs, voice.graph.frames.decoder.runs)
 
 
 def _decode(family, item: StageItem, windows) -> list[np.ndarray]:

@@ -1,15 +1,16 @@
-"""Run a Piper voice's HiFi-GAN decoder on windows of latent frames.
+"""Run a Piper voice's flow and HiFi-GAN decoder on windows of latent frames.
 
-The decoder (`split.py`) is a stack of convolutions over the latent's frames, so the samples of
-frames [s, e) depend only on the frames within its receptive field around them. A window
-decodes frames [s - pad, e + pad) (clipped to the segment) and keeps the samples of [s, e).
-With `pad_frames` at least the decoder's receptive field the kept samples equal a whole-segment
-decode up to float rounding (joe, 6 sentences x 6 window sizes: 11 or more frames of pad differ
-from the whole decode by at most 3e-6, a tenth of a 16-bit step; 8 frames by 3e-3;
-`tests/unit/test_piper_decode.py`), and the decoder's memory is that of one window, not of the
-segment (`docs/architecture.md`, Memory). At a segment's true ends the window ends there too,
-as the whole decode's does. The windows depend only on the frame count, so a seeded request's
-bytes do not change run to run.
+Flow and decoder (`split.py`) are convolutions over the latent's frames, so the samples of
+frames [s, e) depend only on the frames within their receptive fields around them. A decoder
+window decodes frames [lo, hi) = [s - pad, e + pad) (clipped to the segment) and keeps the
+samples of [s, e); the flow before it runs on [lo - flow_pad, hi + flow_pad) and hands the
+decoder its frames [lo, hi). With `pad_frames` and `flow_pad_frames` at least the receptive
+fields (11 and 32 frames for joe) the kept samples equal a whole-segment run up to float
+rounding (joe, 6 sentences x 6 window sizes: at most 3e-6, a tenth of a 16-bit step; 8 frames
+of decoder pad: 3e-3; `tests/unit/test_piper_decode.py`), and the memory is that of one window,
+not of the segment (`docs/architecture.md`, Memory). At a segment's true ends the windows end
+there too, as the whole run's do. The windows depend only on the frame count, so a seeded
+request's bytes do not change run to run.
 """
 
 from __future__ import annotations
@@ -18,24 +19,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voxflow.models.onnx_memory import ArenaSession
+from voxflow.models.piper.loader import FrameModels
 from voxflow.models.piper.split import OUTPUT
 
 
 @dataclass(frozen=True)
 class DecodePlan:
-    """How a segment's latent is cut into decoder windows.
+    """How a segment's latent is cut into windows.
 
     Attributes:
-        chunk_frames: most frames kept per decoder run (None: the whole segment in one run).
-        pad_frames: context frames decoded on each side of a window and dropped.
-        first_frames: frames of a small first window, so that audio starts after decoding
-            only those (time to first audio); None or at least the segment: no such window.
+        chunk_frames: most frames kept per window (None: the whole segment in one window).
+        pad_frames: decoder context frames on each side of a window, decoded and dropped.
+        first_frames: frames of a small first window, so that audio starts after running only
+            those (time to first audio); None or at least the segment: no such window.
+        flow_pad_frames: flow context frames on each side of the decoder's frames.
     """
 
     chunk_frames: int | None = None
     pad_frames: int = 12
     first_frames: int | None = None
+    flow_pad_frames: int = 32
 
     def windows(self, frames: int, first: bool = False) -> list[tuple[int, int, int, int]]:
         """(lo, s, e, hi) per decoder run: decode frames [lo, hi), keep [s, e).
@@ -59,55 +62,66 @@ class DecodePlan:
 
 @dataclass(frozen=True)
 class DecodeWindow:
-    """One decoder run's inputs: frames [lo, hi) of a row's latent and the part of it kept.
+    """One window's inputs: the flow's inputs over its frames with context, and what is kept.
 
     Attributes:
-        values: the decoder's inputs: the latent window (1, C, hi - lo) float32 first, then any
-            per-row input (a speaker embedding) whole.
-        keep: (s - lo, e - lo), the frames of the window whose samples are kept.
+        values: the flow's inputs over frames [a, b): z_p (1, C, b - a) and y_mask (1, 1, b - a)
+            float32, then any per-row input (a speaker embedding) whole.
+        span: the decoder's frames [lo, hi) within [a, b), as (lo - a, hi - a).
+        keep: the kept frames [s, e) within [lo, hi), as (s - lo, e - lo).
     """
 
     values: list[np.ndarray]
+    span: tuple[int, int]
     keep: tuple[int, int]
 
     @property
     def frames(self) -> int:
-        """Frames decoded (the window with its context)."""
+        """Flow frames of the window (with all its context): the batching shape."""
         return int(self.values[0].shape[-1])
 
 
-def cut_window(values: list[np.ndarray], window: tuple[int, int, int, int]) -> DecodeWindow:
-    """The `DecodeWindow` of `window` = (lo, s, e, hi) from a row's decoder inputs (1, ...)."""
-    lo, s, e, hi = window
-    latent = np.ascontiguousarray(values[0][:, :, lo:hi])  # (1, C, hi - lo), own memory
-    return DecodeWindow([latent, *values[1:]], (s - lo, e - lo))
-
-
-def decode_window(decoder: ArenaSession, inputs: tuple[str, ...], window: DecodeWindow,
-                  hop: int) -> np.ndarray:
-    """Run the decoder on one window; returns the kept samples, ((e - s) * hop,) float32.
+def cut_window(values: list[np.ndarray], window: tuple[int, int, int, int],
+               flow_pad: int) -> DecodeWindow:
+    """The `DecodeWindow` of `window` = (lo, s, e, hi) from a row's flow inputs (1, ...).
 
     Args:
-        decoder: the decoder session (`loader.RewrittenGraph.decoder`).
-        inputs: its input names, the latent first (`RewrittenGraph.decoder_inputs`).
+        values: z_p (1, C, F) and y_mask (1, 1, F), then per-row extras (the encoder's).
+        flow_pad: flow context frames on each side of [lo, hi) (clipped to [0, F)).
+    """
+    lo, s, e, hi = window
+    frames = values[0].shape[-1]
+    a, b = max(0, lo - flow_pad), min(frames, hi + flow_pad)
+    cut = [np.ascontiguousarray(v[:, :, a:b]) for v in values[:2]]  # own memory, not views
+    return DecodeWindow([*cut, *values[2:]], (lo - a, hi - a), (s - lo, e - lo))
+
+
+def decode_window(models: FrameModels, window: DecodeWindow, hop: int) -> np.ndarray:
+    """Run flow and decoder on one window; the kept samples, ((e - s) * hop,) float32.
+
+    Args:
+        models: the voice's flow and decoder (`loader.RewrittenGraph.frames`).
         hop: samples per frame (the voice's ``hop_length``).
     """
-    (wave,) = decoder.run([OUTPUT], dict(zip(inputs, window.values, strict=True)))
-    a, b = window.keep
-    return wave.reshape(-1)[a * hop : b * hop]
+    return decode_windows(models, [window], hop)[0]
 
 
-def decode_windows(decoder: ArenaSession, inputs: tuple[str, ...], windows: list[DecodeWindow],
+def decode_windows(models: FrameModels, windows: list[DecodeWindow],
                    hop: int) -> list[np.ndarray]:
-    """Decode windows of equal `frames` in one batched run; the kept samples of each.
+    """Run flow and decoder on windows of equal shape in one batched run each; the kept
+    samples of each window.
 
     Raises:
-        ValueError: windows of different lengths, or per-row inputs of different shapes.
+        ValueError: windows of different frames or spans.
     """
-    if len({w.frames for w in windows}) != 1:
-        raise ValueError("only windows of one length decode together")
+    if len({(w.frames, w.span) for w in windows}) != 1:
+        raise ValueError("only windows of one length and span run together")
     feed = {name: np.concatenate([w.values[i] for w in windows])
-            for i, name in enumerate(inputs)}
-    (wave,) = decoder.run([OUTPUT], feed)
+            for i, name in enumerate(models.flow_inputs)}
+    (latent,) = models.flow.run([models.decoder_inputs[0]], feed)
+    lo, hi = windows[0].span
+    dec_feed = {models.decoder_inputs[0]: np.ascontiguousarray(latent[:, :, lo:hi])}
+    dec_feed.update({name: feed[name] for name in models.decoder_inputs[1:]})  # = flow extras
+    (wave,) = models.decoder.run([OUTPUT], dec_feed)
     flat = wave.reshape(len(windows), -1)
     return [flat[b, w.keep[0] * hop : w.keep[1] * hop] for b, w in enumerate(windows)]

@@ -10,8 +10,9 @@ it returns every row padded to the longest. At load we:
    time-major from the seed, so a row's noise does not depend on F_cap or its batch-mates;
 3. expose the `Ceil` output (per-phoneme durations in frames, (B, 1, T_phonemes)) so each row's
    exact length, ``max(sum(durations), 1) * hop_length`` samples, is known;
-4. cut the graph at the latent into an encoder and a HiFi-GAN decoder (`split.py`), so the
-   decoder can run on windows of frames and its memory no longer grows with the segment.
+4. cut the graph in three (`split.py`): the encoder, and the flow and HiFi-GAN decoder that run
+   on windows of latent frames (`decode.py`), so a segment streams out window by window and the
+   decoder's memory no longer grows with the segment.
 Node names are those of piper's `export_onnx` (torch.onnx export of piper's VITS); a voice whose
 graph lacks them fails to load with a message saying which is missing.
 
@@ -37,7 +38,7 @@ from piper.config import PiperConfig
 
 from voxflow.malloc import trim_heap, tune_malloc
 from voxflow.models.onnx_memory import ArenaSession, SharedWeights, open_session
-from voxflow.models.piper.split import split_at_decoder
+from voxflow.models.piper.split import split_graph
 
 DP_NOISE_NODE = "/dp/RandomNormalLike"
 PRIOR_NOISE_NODE = "/RandomNormalLike"
@@ -46,8 +47,8 @@ NOISE_Z_INPUT = "noise_z"
 
 
 @dataclass(frozen=True, eq=False)
-class PreparedHalf:
-    """One half of a split voice graph ready to open: its bytes without the weights, and them."""
+class PreparedPart:
+    """One part of a split voice graph ready to open: its bytes without the weights, and them."""
 
     model_bytes: bytes
     weights: SharedWeights
@@ -55,12 +56,34 @@ class PreparedHalf:
 
 @dataclass(frozen=True, eq=False)
 class PreparedGraph:
-    """A rewritten voice graph cut at the latent, both halves ready to open."""
+    """A rewritten voice graph cut in three (`split.SplitGraph`), each part ready to open."""
 
-    encoder: PreparedHalf
-    decoder: PreparedHalf
+    encoder: PreparedPart
+    flow: PreparedPart
+    decoder: PreparedPart
     noise_channels: int
     durations_output: str
+    flow_inputs: tuple[str, ...]
+    decoder_inputs: tuple[str, ...]
+
+    @property
+    def parts(self) -> tuple[PreparedPart, PreparedPart, PreparedPart]:
+        return (self.encoder, self.flow, self.decoder)
+
+
+@dataclass(frozen=True)
+class FrameModels:
+    """A voice's flow and decoder sessions, both run on windows of latent frames.
+
+    Attributes:
+        flow: `flow_inputs` (z_p (B, C, F), y_mask (B, 1, F), per-row extras) -> the masked
+            latent (B, C, F) float32.
+        decoder: `decoder_inputs` (the latent, per-row extras) -> waveform (B, 1, F * hop).
+    """
+
+    flow: ArenaSession
+    decoder: ArenaSession
+    flow_inputs: tuple[str, ...]
     decoder_inputs: tuple[str, ...]
 
 
@@ -69,12 +92,11 @@ class RewrittenGraph:
     """A voice's serving graph.
 
     Attributes:
-        session: the encoder (ids, noise -> `decoder_inputs` and durations); or, with `decoder`
-            None, the whole uncut graph (ids, noise -> ``output`` and durations).
-        decoder: the HiFi-GAN decoder (`decoder_inputs` -> ``output``, (B, 1, frames * hop)).
+        session: the encoder (ids, noise -> `frames.flow_inputs` and durations); or, with
+            `frames` None, the whole uncut graph (ids, noise -> ``output`` and durations).
         noise_channels: C of the prior noise input.
         durations_output: name of the durations output, (B, 1, T_phonemes) float32 frames.
-        decoder_inputs: the latent, (B, C, F) float32, first; then any speaker embedding.
+        frames: the flow and decoder sessions (None for an uncut graph).
         source: the prepared graph whose weights the voice's sessions share; lives as long as
             a session made from it.
     """
@@ -82,8 +104,7 @@ class RewrittenGraph:
     session: ArenaSession
     noise_channels: int
     durations_output: str
-    decoder: ArenaSession | None = None
-    decoder_inputs: tuple[str, ...] = ()
+    frames: FrameModels | None = None
     source: PreparedGraph | None = None
 
 
@@ -170,15 +191,15 @@ _prepared: dict[tuple[str, int, int], weakref.ref[PreparedGraph]] = {}
 """(resolved path, size, mtime_ns) -> the prepared graph of that file, while a session uses it."""
 
 
-def _prepare_half(model: onnx.ModelProto) -> PreparedHalf:
+def _prepare_part(model: onnx.ModelProto) -> PreparedPart:
     weights = SharedWeights(model)  # takes the weights out of `model`: serialize after
-    return PreparedHalf(model.SerializeToString(), weights)
+    return PreparedPart(model.SerializeToString(), weights)
 
 
 def prepare_graph(onnx_path: Path) -> PreparedGraph:
-    """The rewritten graph of `onnx_path`, cut at the latent, each half with its weights split
-    out (`SharedWeights`); the same object for every call while a session made from it lives,
-    so a voice's sessions share it.
+    """The rewritten graph of `onnx_path`, cut in three, each part with its weights split out
+    (`SharedWeights`); the same object for every call while a session made from it lives, so a
+    voice's sessions share it.
 
     Raises:
         ValueError: not a Piper VITS graph. onnx errors: unreadable file.
@@ -190,10 +211,12 @@ def prepare_graph(onnx_path: Path) -> PreparedGraph:
         prepared = held() if held is not None else None
         if prepared is None:
             model, channels, durations = rewrite_graph(onnx.load(str(onnx_path)))
-            split = split_at_decoder(model, durations)
+            split = split_graph(model, durations)
             del model
-            encoder, decoder = (_prepare_half(half) for half in (split.encoder, split.decoder))
-            prepared = PreparedGraph(encoder, decoder, channels, durations, split.decoder_inputs)
+            encoder, flow, decoder = (_prepare_part(part)
+                                      for part in (split.encoder, split.flow, split.decoder))
+            prepared = PreparedGraph(encoder, flow, decoder, channels, durations,
+                                     split.flow_inputs, split.decoder_inputs)
             del split
             trim_heap()
             _prepared[key] = weakref.ref(prepared)
@@ -203,7 +226,8 @@ def prepare_graph(onnx_path: Path) -> PreparedGraph:
 def load_graph(
     onnx_path: Path, intra_op_threads: int, inter_op_threads: int, spin: bool = True
 ) -> RewrittenGraph:
-    """Load, rewrite and cut a voice's graph, and open both halves with ONNX Runtime on the CPU.
+    """Load, rewrite and cut a voice's graph, and open its three parts with ONNX Runtime on the
+    CPU.
 
     A second session of the same file (while the first lives) reuses the first one's prepared
     graph and weights (`prepare_graph`).
@@ -216,9 +240,10 @@ def load_graph(
     """
     tune_malloc()  # before the parse: the rewrite's garbage is returned with the session's
     prepared = prepare_graph(Path(onnx_path))
-    encoder, decoder = (
-        open_session(half.model_bytes, intra_op_threads, inter_op_threads, spin, half.weights)
-        for half in (prepared.encoder, prepared.decoder)
+    encoder, flow, decoder = (
+        open_session(part.model_bytes, intra_op_threads, inter_op_threads, spin, part.weights)
+        for part in prepared.parts
     )
-    return RewrittenGraph(encoder, prepared.noise_channels, prepared.durations_output, decoder,
-                          prepared.decoder_inputs, prepared)
+    frames = FrameModels(flow, decoder, prepared.flow_inputs, prepared.decoder_inputs)
+    return RewrittenGraph(encoder, prepared.noise_channels, prepared.durations_output, frames,
+                          prepared)

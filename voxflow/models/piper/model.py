@@ -148,7 +148,7 @@ class PiperAcousticStage(Stage):
         super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers)
         self._family = family
         self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
-                                s.first_chunk_frames)
+                                s.first_chunk_frames, s.flow_pad_frames)
 
     def native_speed(self, item: StageItem) -> float:
         """The speed the graph renders `item` at (its speed clamped to the clean range)."""
@@ -180,27 +180,27 @@ class PiperAcousticStage(Stage):
     def _output(self, voice: PiperVoiceModel, graph: RewrittenGraph, encoded: Encoded, b: int,
                 item: StageItem, native: float) -> Parts | Audio:
         values, frames = encoded.row(b)
-        parts = item.speed == native and graph.decoder is not None
+        parts = item.speed == native and graph.frames is not None
         # a small first window only where it streams: the stretched path returns all at once
         windows = self._plan.windows(frames, first=parts and item.segment == 0)
-        cut = [cut_window(values, w) for w in windows]
+        cut = [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
         if parts:
             return Parts(cut)
         hop, rate = voice.config.hop_length, voice.config.sample_rate
-        if graph.decoder is None:  # an uncut graph (tests): its output is the waveform
+        if graph.frames is None:  # an uncut graph (tests): its output is the waveform
             wave = values[0].reshape(-1)[: frames * hop]
         else:
-            wave = np.concatenate([decode_window(graph.decoder, graph.decoder_inputs, w, hop)
-                                   for w in cut])
+            wave = np.concatenate([decode_window(graph.frames, w, hop) for w in cut])
         wave = np.clip(wave, -1.0, 1.0).astype(np.float32)
         return Audio(time_stretch(wave, rate, item.speed / native))
 
 
 class PiperDecoderStage(Stage):
-    """Decoder windows (`decode.DecodeWindow`) -> their samples, one `Audio` part each.
+    """Windows (`decode.DecodeWindow`) -> their samples through flow and decoder, one `Audio`
+    part each.
 
-    Windows of one segment are independent, so two workers may decode a request's windows at
-    once; the request plays them in order. Only windows of one voice and one length batch
+    Windows of one segment are independent, so two workers may run a request's windows at
+    once; the request plays them in order. Only windows of one voice and one shape batch
     (a padded window would change the samples at a segment's true end).
     """
 
@@ -213,7 +213,7 @@ class PiperDecoderStage(Stage):
 
     def batch_key(self, item: StageItem) -> Hashable:
         window: DecodeWindow = item.payload
-        return (item.request.voice, window.frames)
+        return (item.request.voice, window.frames, window.span)
 
     def cost(self, item: StageItem) -> int:
         return item.payload.frames
@@ -223,13 +223,9 @@ class PiperDecoderStage(Stage):
         seeded = any(item.request.seeded for item in batch)
         with self._family.runs.run() as alone:
             graph = pick_graph(voice, alone, seeded)
-            assert graph.decoder is not None  # the acoustic stage decodes uncut graphs itself
-            hop = voice.config.hop_length
+            assert graph.frames is not None  # the acoustic stage decodes uncut graphs itself
             windows = [item.payload for item in batch]
-            if len(windows) == 1:
-                waves = [decode_window(graph.decoder, graph.decoder_inputs, windows[0], hop)]
-            else:
-                waves = decode_windows(graph.decoder, graph.decoder_inputs, windows, hop)
+            waves = decode_windows(graph.frames, windows, voice.config.hop_length)
         return [Audio(np.clip(w, -1.0, 1.0).astype(np.float32)) for w in waves]
 
 

@@ -84,6 +84,12 @@ class PiperSettings(BaseModel):
         "dropped. At least the decoder's receptive field (11 frames for joe) gives the whole "
         "decode's samples up to float rounding (under 3e-6).",
     )
+    flow_pad_frames: int = Field(
+        32, ge=0, le=256,
+        description="Latent frames of context the flow runs on each side of a decoder window. "
+        "At least the flow's receptive field (32 frames for joe) gives its whole-segment output "
+        "exactly.",
+    )
     noise_frames_per_phoneme: float = Field(
         12.0, gt=0,
         description="First guess of prior-noise frames per phoneme id at length scale 1 "

@@ -49,8 +49,9 @@ class Encoded:
     """The encoder's output for a batch: the decoder's inputs and each row's own frames.
 
     Attributes:
-        values: the graph's `decoder_inputs` values, each (B, ...) float32, the latent
-            (B, C, F_max) first; for an uncut graph, the waveforms (B, 1, F_max * hop).
+        values: the graph's `frames.flow_inputs` values, each (B, ...) float32: z_p
+            (B, C, F_max), y_mask (B, 1, F_max), extras; for an uncut graph, the waveforms
+            (B, 1, F_max * hop).
         frames: (B,) int64 latent frames of each row, max(sum(durations), 1), <= F_max.
     """
 
@@ -58,7 +59,7 @@ class Encoded:
     frames: np.ndarray
 
     def row(self, b: int) -> tuple[list[np.ndarray], int]:
-        """Row b's decoder inputs, each (1, ...), and its frames."""
+        """Row b's flow inputs, each (1, ...), and its frames."""
         values = [v[b : b + 1] for v in self.values]
         return values, min(int(self.frames[b]), values[0].shape[-1])
 
@@ -95,7 +96,7 @@ def encode_batch(
     if config.num_speakers > 1:
         feed["sid"] = np.full((len(rows),), config.default_speaker_id, np.int64)
     f_cap = math.ceil(t_max * frames_per_phoneme * length_scale) + 16
-    names = list(graph.decoder_inputs) if graph.decoder is not None else [OUTPUT]
+    names = list(graph.frames.flow_inputs) if graph.frames is not None else [OUTPUT]
     for attempt in range(_MAX_NOISE_RETRIES + 1):
         feed[NOISE_DP_INPUT], feed[NOISE_Z_INPUT] = _noise(
             seeds, lengths, t_max, f_cap, graph.noise_channels
@@ -126,8 +127,8 @@ def synthesize_batch(
     (`encode_batch`'s arguments).
 
     Args:
-        plan: how each row's latent is decoded (default: whole, in one run); ignored by an
-            uncut graph (``graph.decoder`` None), which outputs the batch's waveforms itself.
+        plan: how each row's latent is cut into windows (default: whole, in one run); ignored
+            by an uncut graph (``graph.frames`` None), which outputs the waveforms itself.
     Returns:
         B waveforms, (N_b,) float32 in [-1, 1], N_b = max(sum(durations_b), 1) * hop_length.
     """
@@ -136,11 +137,12 @@ def synthesize_batch(
     out = []
     for b in range(len(rows)):
         values, frames = encoded.row(b)
-        if graph.decoder is None:
+        if graph.frames is None:
             wave = values[0].reshape(-1)[: frames * hop]
         else:
-            windows = (plan or DecodePlan()).windows(frames)
-            wave = np.concatenate([decode_window(graph.decoder, graph.decoder_inputs,
-                                                 cut_window(values, w), hop) for w in windows])
+            plan = plan or DecodePlan()
+            wave = np.concatenate([
+                decode_window(graph.frames, cut_window(values, w, plan.flow_pad_frames), hop)
+                for w in plan.windows(frames)])
         out.append(np.clip(wave, -1.0, 1.0).astype(np.float32))
     return out
