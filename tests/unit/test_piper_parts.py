@@ -71,3 +71,29 @@ def test_only_the_first_segment_gets_the_small_first_window(tiny_voice_dir):
     plan = stage._plan
     assert plan.windows(40, first=True)[0][1:3] == (0, 4)
     assert plan.windows(40)[0][1:3] == (0, 14)  # 40 frames in 3 equal windows of <= 16
+
+
+def test_under_load_an_unseeded_first_segment_skips_the_small_window(tiny_voice_dir):
+    from fakes import make_state, run_stage, stage_item
+
+    from voxflow.models.piper.frontend import PhonemeSegment
+
+    settings = _settings(tiny_voice_dir)
+    family = PiperFamily("piper", settings.models[0].options)
+    stage = PiperAcousticStage(family)
+    ids = np.asarray([1, 0, 20, 0, 31, 0, 7, 0, 12, 0, 2], np.int64)
+
+    def first_kept(seed: int | None, busy: bool) -> int:
+        state, _ = make_state(voice="tiny", seed=seed)
+        item = stage_item(state, 0, PhonemeSegment("x", ids))
+        if busy:
+            with family.runs.run():  # another worker is mid-run
+                [windows] = run_stage(stage, [item])
+        else:
+            [windows] = run_stage(stage, [item])
+        a, b = windows[0].keep
+        return b - a
+
+    assert first_kept(None, busy=False) == 4  # alone: first audio after a 4-frame window
+    assert first_kept(None, busy=True) > 4  # under load: the fewest equal windows
+    assert first_kept(5, busy=True) == 4  # seeded: the same windows whatever the load

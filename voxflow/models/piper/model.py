@@ -137,8 +137,9 @@ class PiperAcousticStage(Stage):
     `native_speed_max`) is rendered at the nearest end of it, decoded here whole and
     time-stretched (pitch kept) by the rest, so durations follow the requested speed over the
     whole 0.25-4 range (`Audio`; stretching windows one by one would break the seams).
-    A request's first segment starts with a window of `first_chunk_frames`, so its first audio
-    waits for the encoder and that window only.
+    A request's first segment starts with a window of `first_chunk_frames` when no other Piper
+    run is in progress (or the request is seeded), so its first audio waits for the encoder and
+    that window only; under load the seam would only cost compute.
     """
 
     name = "acoustic"
@@ -174,15 +175,19 @@ class PiperAcousticStage(Stage):
             graph = pick_graph(voice, alone, seeded)
             encoded = encode_batch(graph, voice.config, rows, seeds, native,
                                    self._family.settings.noise_frames_per_phoneme)
-            return [self._output(voice, graph, encoded, b, item, native)
+            return [self._output(voice, graph, encoded, b, item, native, alone)
                     for b, item in enumerate(batch)]
 
     def _output(self, voice: PiperVoiceModel, graph: RewrittenGraph, encoded: Encoded, b: int,
-                item: StageItem, native: float) -> Parts | Audio:
+                item: StageItem, native: float, alone: bool) -> Parts | Audio:
         values, frames = encoded.row(b)
         parts = item.speed == native and graph.frames is not None
-        # a small first window only where it streams: the stretched path returns all at once
-        windows = self._plan.windows(frames, first=parts and item.segment == 0)
+        # A small first window only where it streams (the stretched path returns all at once)
+        # and where it shortens the wait: with other runs in progress the request queues
+        # anyway and the window's seam would only cost compute. Seeded requests always get it:
+        # their bytes must not depend on the load.
+        small_first = item.segment == 0 and (alone or item.request.seeded)
+        windows = self._plan.windows(frames, first=parts and small_first)
         cut = [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
         if parts:
             return Parts(cut)
