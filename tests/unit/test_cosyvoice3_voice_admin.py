@@ -97,3 +97,9 @@ def test_the_default_voice_cannot_be_deleted(tmp_path: Path):
                                                     default_voice="random-eve"))
     with pytest.raises(VoiceForbiddenError, match="default voice"):
         fam.delete_voice("random-eve")
+
+
+def test_an_invalid_saved_file_stops_start_up_naming_it(tmp_path: Path):
+    (tmp_path / "broken.safetensors").write_bytes(b"not a voice")
+    with pytest.raises(VoiceError, match=r"broken\.safetensors.*remove the file"):
+        family(tmp_path)
