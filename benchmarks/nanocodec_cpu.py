@@ -18,14 +18,18 @@ anything (the output is noise).
 ``--threads`` defaults to 1: on the shared 2-core machine (load average 7-8 from other work) two
 intra-op threads made every mode 3-5x slower and the small per-chunk ops worst of all.
 
-Run of 2026-11-30 (2 cores shared, load average 3.4 before / 3.2 after, torch 2.13.0 CPU, 1
-thread, 32 frames = 1.486 s, median of 5 after 1 warm-up round): one-shot 1.081 s (RTF 0.727);
-streamed RTF at 1 / 2 / 4 / 8 frames 1.716 / 1.030 / 0.894 / 0.789, i.e. 0.42 / 0.71 / 0.81 /
-0.92 of the one-shot's RTFx; codec TTFA 79 / 95 / 164 / 290 ms; 0 host copies and 0 syncs per
-chunk. The 4-frame figure misses issue 12's 0.9: every chunk streams all 126 MB of fp32 weights
-once, 94 MB of them in stage 0's residual convs, which at 4 frames run on only 32 columns (a
-432x432 k11 conv costs ~0.8 ms plus 0.04 ms per column on one thread, measured), so a chunk
-pays a fixed ~25-45 ms of weight traffic that the one-shot decode pays once.
+Runs of 2026-11-30 (2 shared cores, torch 2.13.0 CPU, 1 thread, 32 frames = 1.486 s, median
+of 5 after 1 warm-up round), streamed at 1 / 2 / 4 / 8 frames:
+
+- plain convs (load average 3.4): one-shot RTF 0.727; streamed RTF 1.716 / 1.030 / 0.894 /
+  0.789, i.e. 0.42 / 0.71 / 0.81 / 0.92 of the one-shot RTFx; TTFA 79 / 95 / 164 / 290 ms.
+- prepacked convs (load average 1.9): one-shot RTF 0.750; streamed RTF 1.069 / 0.877 / 0.774 /
+  0.730, i.e. 0.70 / 0.86 / 0.97 / 1.03 of the one-shot RTFx; TTFA 48 / 79 / 142 / 269 ms.
+
+0 host copies and 0 syncs per chunk in both. With plain weights every chunk paid oneDNN's
+per-call weight layout cost once per conv (a 432x432 k11 conv on 8 columns: 2.7 ms plain,
+0.8 ms prepacked), which the one-shot decode pays once in all; layers.prepack_cpu_weight now
+reorders the folded weights once at load, so 4-frame streaming meets issue 12's 0.9.
 """
 
 from __future__ import annotations

@@ -169,3 +169,24 @@ def test_rerun_is_bit_identical(decoders: dict[Any, Any], io: dict[str, Any]) ->
     first = decode(decoders[torch.float32], io["latent"], io["tokens_len"])
     second = decode(decoders[torch.float32], io["latent"], io["tokens_len"])
     assert torch.equal(first, second)
+
+
+def test_cpu_prepacked_convs_equal_plain_convs_and_nemo(io: dict[str, Any]) -> None:
+    state = tensors("tiny_decoder_state_dict.safetensors")
+    packed = load_decoder(state, DecoderConfig.tiny(), prepack=True)
+    plain = load_decoder(state, DecoderConfig.tiny(), prepack=False)
+    if packed.pre_conv.packed is None:
+        pytest.skip("no oneDNN conv ops in this torch build")
+    assert plain.pre_conv.packed is None
+    a = decode(packed, io["latent"], io["tokens_len"])
+    b = decode(plain, io["latent"], io["tokens_len"])
+    assert max_diff(a, b) <= FP32 and max_diff(a, io["audio"]) <= FP32
+    assert torch.count_nonzero(a[1, 864:]) == 0
+
+
+def test_prepack_skipped_for_fp64_and_dropped_by_a_move(decoders: dict[Any, Any]) -> None:
+    assert decoders[torch.float64].pre_conv.packed is None
+    state = tensors("tiny_decoder_state_dict.safetensors")
+    decoder = load_decoder(state, DecoderConfig.tiny())
+    decoder.to(torch.float64)
+    assert decoder.pre_conv.packed is None  # a stale packed copy is never used

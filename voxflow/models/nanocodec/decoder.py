@@ -65,6 +65,13 @@ class NanoCodecDecoder(nn.Module):
             if isinstance(module, WeightNorm | Snake):
                 module.fold()
 
+    def prepack(self) -> None:
+        """Reorder every causal conv's folded weight once for the CPU's oneDNN kernels (float32
+        on the CPU only; elsewhere a no-op). After `fold_weight_norm` and any move."""
+        for module in self.modules():
+            if isinstance(module, CausalConv1d):
+                module.prepack()
+
     @property
     def folded(self) -> bool:
         return all(m.folded for m in self.modules() if isinstance(m, WeightNorm))

@@ -13,6 +13,8 @@ config.cache_inventory) it continues that stream exactly, updating its cache in 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -78,6 +80,34 @@ def weight_norm_fold(g: Tensor, v: Tensor) -> Tensor:
     return v * (g / v.norm(2, dim=(1, 2), keepdim=True))
 
 
+def prepack_cpu_weight(weight: Tensor, dilation: int, columns: int) -> Tensor | None:
+    """``weight`` [C_out, C_in, k] reordered once into oneDNN's blocked layout for
+    `packed_conv1d`, or None where that path does not apply (not float32 on the CPU, or a torch
+    without the oneDNN ops). Why: on the CPU, a plain-weight conv pays a layout cost on every
+    call, which a streamed decode pays once per chunk (measured, one thread, 432x432 k11:
+    2.7 ms plain vs 0.8 ms packed on 8 columns; 20.3 vs 19.3 ms on 512). ``columns`` is only a
+    size hint for the layout choice; any width works afterwards."""
+    ops = getattr(torch.ops, "mkldnn", None)
+    if (weight.device.type != "cpu" or weight.dtype != torch.float32 or ops is None
+            or not torch.backends.mkldnn.is_available()
+            or not hasattr(ops, "_reorder_convolution_weight")):
+        return None
+    c_out, c_in, _ = weight.shape
+    packed: Tensor = ops._reorder_convolution_weight(
+        weight.unsqueeze(2), [0, 0], [1, 1], [1, dilation], 1, [1, c_in, 1, columns]
+    )  # (C_out, C_in, 1, k) in a blocked layout
+    return packed
+
+
+def packed_conv1d(x: Tensor, packed: Tensor, bias: Tensor, dilation: int) -> Tensor:
+    """A valid (unpadded) conv of x [B, C_in, T] with a `prepack_cpu_weight` weight →
+    [B, C_out, T − (k−1)·dilation], float32 on the CPU."""
+    out: Tensor = torch.ops.mkldnn._convolution_pointwise(
+        x.unsqueeze(2), packed, bias, [0, 0], [1, 1], [1, dilation], 1, "none", [], ""
+    )  # (B, C_out, 1, T')
+    return out.squeeze(2)
+
+
 class CausalConv1d(nn.Module):
     """Causal Conv1d with weight norm, [B, C_in, T] → [B, C_out, T] (NeMo `CausalConv1dNorm`).
 
@@ -96,6 +126,18 @@ class CausalConv1d(nn.Module):
         self.context = (kernel_size - 1) * dilation
         self.slot = slot
         self.conv = WeightNorm((out_channels, in_channels, kernel_size), out_channels)
+        self.packed: Tensor | None = None  # set by `prepack` (CPU float32 only)
+
+    def prepack(self, columns: int = 64) -> None:
+        """Reorder the folded weight for the CPU's oneDNN conv once (no-op elsewhere, or before
+        folding). Call it after the last move of the module; `.to()` drops it."""
+        weight = self.conv.weight
+        self.packed = None if weight is None else prepack_cpu_weight(
+            weight.detach(), self.dilation, columns + self.context)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        self.packed = None  # a moved or cast module would keep a stale packed copy
+        return super()._apply(fn, recurse)
 
     def forward(self, x: Tensor, state: list[Tensor] | None = None) -> Tensor:
         if state is None:
@@ -104,6 +146,8 @@ class CausalConv1d(nn.Module):
             cache = state[self.slot]  # (B, C_in, P)
             padded = torch.cat([cache, x], dim=-1)  # (B, C_in, P + T), a fresh tensor
             cache.copy_(padded[:, :, padded.shape[-1] - self.context:])
+        if self.packed is not None and padded.dtype == torch.float32:
+            return packed_conv1d(padded, self.packed, self.conv.bias, self.dilation)
         return F.conv1d(padded, self.conv.folded_weight(), self.conv.bias, dilation=self.dilation)
 
 

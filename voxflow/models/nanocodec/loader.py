@@ -56,9 +56,11 @@ def load_decoder(
     *,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
+    prepack: bool = True,
 ) -> NanoCodecDecoder:
     """A ready decoder (eval, weight norm folded in ``dtype``) from an unfolded state dict in
-    NeMo's module layout (no ``audio_decoder.`` prefix; `split_checkpoint` strips it).
+    NeMo's module layout (no ``audio_decoder.`` prefix; `split_checkpoint` strips it). With
+    ``prepack`` (float32 on the CPU only) the convs' weights are also reordered once for oneDNN.
 
     Each tensor is cast to ``dtype`` and moved to ``device`` before folding, so a float64
     decoder folds g and v in float64 (spec §5). Raises `StateDictError` naming every missing,
@@ -69,6 +71,8 @@ def load_decoder(
     ready = {key: value.to(device=device, dtype=dtype) for key, value in state_dict.items()}
     module.load_state_dict(ready, strict=True, assign=True)
     module.fold_weight_norm()
+    if prepack:
+        module.prepack()
     return module.eval()
 
 
@@ -162,7 +166,7 @@ def check_full_size(manifest: Manifest) -> NanoCodecDecoder:
     Raises `StateDictError` listing every key problem or count that differs.
     """
     meta = {k: torch.empty(s, device="meta") for k, s in manifest.shapes.items()}
-    module = load_decoder(meta, manifest.config, device="meta")
+    module = load_decoder(meta, manifest.config, device="meta", prepack=False)
     inventory = cache_inventory(manifest.config)
     got = {
         "tensors": len(manifest.shapes),
