@@ -25,6 +25,11 @@ of 5 after 1 warm-up round), streamed at 1 / 2 / 4 / 8 frames:
   0.789, i.e. 0.42 / 0.71 / 0.81 / 0.92 of the one-shot RTFx; TTFA 79 / 95 / 164 / 290 ms.
 - prepacked convs (load average 1.9): one-shot RTF 0.750; streamed RTF 1.069 / 0.877 / 0.774 /
   0.730, i.e. 0.70 / 0.86 / 0.97 / 1.03 of the one-shot RTFx; TTFA 48 / 79 / 142 / 269 ms.
+  Rerun at load average 2.9: one-shot 0.740; streamed 1.097 / 0.900 / 0.824 / 0.772, i.e.
+  0.68 / 0.82 / 0.90 / 0.96; TTFA 49 / 83 / 151 / 285 ms. So 4-frame streaming sits at
+  0.90-0.97 here, its margin over issue 12's 0.9 within this machine's noise; what is left is
+  mostly per-chunk dispatch (~6 ms a chunk for the 97 layers' ~1,600 eager ops, measured with
+  near-zero compute) and stage 0's convs on only 32 columns.
 
 0 host copies and 0 syncs per chunk in both. With plain weights every chunk paid oneDNN's
 per-call weight layout cost once per conv (a 432x432 k11 conv on 8 columns: 2.7 ms plain,
