@@ -4,8 +4,8 @@
 - `Next`: the payload for the next stage; the new item keeps the input's segment, part and
   `final` flag.
 - `Parts`: a whole segment continues as several parts for the next stage (a vocoder's windows
-  of frames): part i carries payload i, the last is final. The parts may run in parallel; the
-  request plays them in order.
+  of frames): part i carries payload i, the last is final. The parts may run in parallel
+  (unless the next stage is `in_order`); the request plays them in order.
 - `Audio`: (N,) float32 samples in [-1, 1] at the voice's rate, from the last stage: one chunk of
   the segment at the input's part; the chunk with ``final`` closes the segment. A stage that
   needs more input before it can emit (a vocoder's lookahead) returns an empty `Audio`.

@@ -204,12 +204,16 @@ class PiperDecoderStage(Stage):
     """Windows (`decode.DecodeWindow`) -> their samples through flow and decoder, one `Audio`
     part each.
 
-    Windows of one segment are independent, so two workers may run a request's windows at
-    once; the request plays them in order. Only windows of one voice and one shape batch
-    (a padded window would change the samples at a segment's true end).
+    A request's windows run one at a time, in order (`in_order`, though they hold no state):
+    a lone request's windows then each start alone and take the solo session's threads, where
+    two windows side by side on one-thread sessions left a lone request at 0.63x its audio-s/s
+    (`bench compare`, concurrency 1); under load other requests' windows fill the workers.
+    Only windows of one voice and one shape batch (a padded window would change the samples at
+    a segment's true end).
     """
 
     name = "decoder"
+    in_order = True
 
     def __init__(self, family: PiperFamily):
         s = family.settings
