@@ -22,13 +22,6 @@ import numpy as np
 from voxflow.models.piper.loader import FrameModels
 from voxflow.models.piper.split import OUTPUT
 
-RAMP = 3
-"""Second window over the first. A window must be run before the ones before it have played:
-on one core of this CPU a window takes about 0.9 ms per frame (flow and decoder with context)
-and plays 11.6 ms per frame (joe: 256 samples at 22,050 Hz), so even one after another a
-window of 3x the previous is ready with a wide margin, and the first audio still waits for the
-first window alone."""
-
 
 @dataclass(frozen=True)
 class DecodePlan:
@@ -48,19 +41,17 @@ class DecodePlan:
     flow_pad_frames: int = 32
 
     def _heads(self, frames: int) -> list[int]:
-        """The small windows a segment starts with: `first_frames`, then RAMP times it."""
+        """The small window a segment starts with (none when the segment is not longer)."""
         first = self.first_frames or 0
-        if not 0 < first < frames:
-            return []
-        return [first, RAMP * first] if frames - first > RAMP * first else [first]
+        return [first] if 0 < first < frames else []
 
     def windows(self, frames: int, first: bool = False) -> list[tuple[int, int, int, int]]:
         """(lo, s, e, hi) per decoder run: decode frames [lo, hi), keep [s, e).
 
         The windows cover [0, frames) in order, without gaps or overlap: with `first` (and
-        `first_frames` shorter than the segment) a first window of `first_frames` and, when
-        more than `RAMP` times that is left, one of `RAMP` times it; then the fewest windows of
-        at most `chunk_frames` for the rest, of equal size (the last may be shorter).
+        `first_frames` shorter than the segment) a first window of `first_frames`; then the
+        fewest windows of at most `chunk_frames` for the rest, of equal size (the last may be
+        shorter).
         """
         heads = self._heads(frames) if first else []
         head = sum(heads)
