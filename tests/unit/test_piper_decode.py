@@ -49,7 +49,8 @@ def test_windows_are_the_fewest_equal_ones_and_cover_every_frame_once(frames, ch
 
 
 @pytest.mark.parametrize(("frames", "sizes"), [
-    (500, [32, 234, 234]), (288, [32, 256]), (300, [32, 134, 134]), (100, [32, 68]), (32, [32]), (20, [20]),
+    (500, [32, 234, 234]), (288, [32, 256]), (300, [32, 134, 134]), (100, [32, 68]),
+    (32, [32]), (20, [20]),
 ])
 def test_a_first_segment_starts_with_a_small_window_then_the_fewest_equal_ones(frames, sizes):
     plan = DecodePlan(256, 12, first_frames=32)

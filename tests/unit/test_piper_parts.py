@@ -5,6 +5,7 @@ is in order, and the whole is the same audio as the acoustic run decoding everyt
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import numpy as np
 
@@ -73,27 +74,31 @@ def test_only_the_first_segment_gets_the_small_first_window(tiny_voice_dir):
     assert plan.windows(40)[0][1:3] == (0, 14)  # 40 frames in 3 equal windows of <= 16
 
 
-def test_under_load_an_unseeded_first_segment_skips_the_small_window(tiny_voice_dir):
+def test_under_load_a_segment_is_decoded_in_line_with_the_same_bytes_when_seeded(tiny_voice_dir):
     from fakes import make_state, run_stage, stage_item
 
     from voxflow.models.piper.frontend import PhonemeSegment
+    from voxflow.models.piper.model import PiperDecoderStage
 
     settings = _settings(tiny_voice_dir)
     family = PiperFamily("piper", settings.models[0].options)
     stage = PiperAcousticStage(family)
     ids = np.asarray([1, 0, 20, 0, 31, 0, 7, 0, 12, 0, 2], np.int64)
 
-    def first_kept(seed: int | None, busy: bool) -> int:
+    def result(seed: int | None, busy: bool):
         state, _ = make_state(voice="tiny", seed=seed)
         item = stage_item(state, 0, PhonemeSegment("x", ids))
         if busy:
             with family.runs.run():  # another worker is mid-run
-                [windows] = run_stage(stage, [item])
-        else:
-            [windows] = run_stage(stage, [item])
-        a, b = windows[0].keep
-        return b - a
+                return item, run_stage(stage, [item])[0]
+        return item, run_stage(stage, [item])[0]
 
-    assert first_kept(None, busy=False) == 4  # alone: first audio after a 4-frame window
-    assert first_kept(None, busy=True) > 4  # under load: the fewest equal windows
-    assert first_kept(5, busy=True) == 4  # seeded: the same windows whatever the load
+    item, windows = result(5, busy=False)
+    assert isinstance(windows, list) and windows[0].keep[1] - windows[0].keep[0] == 4
+    decoder = PiperDecoderStage(family)
+    parts = np.concatenate([run_stage(decoder, [dataclasses.replace(item, payload=w)])[0]
+                            for w in windows])
+    _, whole = result(5, busy=True)  # the same windows, decoded in line: one part
+    assert isinstance(whole, np.ndarray) and whole.tobytes() == parts.tobytes()
+    _, unseeded = result(None, busy=True)
+    assert isinstance(unseeded, np.ndarray) and unseeded.size > 0

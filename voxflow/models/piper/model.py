@@ -137,9 +137,10 @@ class PiperAcousticStage(Stage):
     `native_speed_max`) is rendered at the nearest end of it, decoded here whole and
     time-stretched (pitch kept) by the rest, so durations follow the requested speed over the
     whole 0.25-4 range (`Audio`; stretching windows one by one would break the seams).
-    A request's first segment starts with a window of `first_chunk_frames` when no other Piper
-    run is in progress (or the request is seeded), so its first audio waits for the encoder and
-    that window only; under load the seam would only cost compute.
+    A segment encoded while no other Piper run is in progress goes on as windows (`Parts`), a
+    request's first segment starting with a window of `first_chunk_frames`, so its first audio
+    waits for the encoder and that window only; under load this stage decodes the windows in
+    line and returns the segment whole.
     """
 
     name = "acoustic"
@@ -181,15 +182,18 @@ class PiperAcousticStage(Stage):
     def _output(self, voice: PiperVoiceModel, graph: RewrittenGraph, encoded: Encoded, b: int,
                 item: StageItem, native: float, alone: bool) -> Parts | Audio:
         values, frames = encoded.row(b)
-        parts = item.speed == native and graph.frames is not None
-        # A small first window only where it streams (the stretched path returns all at once)
-        # and where it shortens the wait: with other runs in progress the request queues
-        # anyway and the window's seam would only cost compute. Seeded requests always get it:
-        # their bytes must not depend on the load.
-        small_first = item.segment == 0 and (alone or item.request.seeded)
-        windows = self._plan.windows(frames, first=parts and small_first)
+        # Windows stream as parts where that shortens the wait: a run alone (the stretched
+        # path returns all at once). With other runs in progress the request queues anyway;
+        # handing windows to the decoder stage there cost 3-4% audio-s/s at concurrency 4-16
+        # (`bench compare`) and a small first window's seam only costs compute, so the same
+        # worker decodes the windows in line, as one part. Seeded requests always get the
+        # small first window: their bytes must not depend on the load, and in line or as
+        # parts the same windows on the same session give the same bytes.
+        stream = item.speed == native and graph.frames is not None
+        small_first = stream and item.segment == 0 and (alone or item.request.seeded)
+        windows = self._plan.windows(frames, first=small_first)
         cut = [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
-        if parts:
+        if stream and alone:
             return Parts(cut)
         hop, rate = voice.config.hop_length, voice.config.sample_rate
         if graph.frames is None:  # an uncut graph (tests): its output is the waveform
