@@ -102,3 +102,25 @@ def test_under_load_a_segment_is_decoded_in_line_with_the_same_bytes_when_seeded
     assert isinstance(whole, np.ndarray) and whole.tobytes() == parts.tobytes()
     _, unseeded = result(None, busy=True)
     assert isinstance(unseeded, np.ndarray) and unseeded.size > 0
+
+
+def test_a_long_request_whose_segments_go_in_line_and_as_parts_completes(tiny_voice_dir):
+    # Two acoustic workers: a segment encoded beside another run is decoded in line and
+    # passed through the in_order decoder stage, one encoded alone goes as windows; the stage
+    # must see every segment or the next waits forever (a hang first seen in `voxflow speak`).
+    settings = _settings(tiny_voice_dir, workers=2)
+    text = " ".join(f"Sentence number {n} is here." for n in range(12))
+
+    async def main():
+        engine = Engine(settings)
+        await engine.start()
+        try:
+            stream = engine.submit(SpeechRequest("piper", text, "tiny"))
+            return await asyncio.wait_for(stream.collect(), timeout=60)
+        finally:
+            engine.stop()
+
+    for _ in range(3):
+        chunks = asyncio.run(main())
+        assert chunks[-1].is_last and sum(c.is_last for c in chunks) == 1
+        assert {c.index for c in chunks} >= set(range(12))

@@ -34,7 +34,7 @@ from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_c
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import Encoded, encode_batch
 from voxflow.stages.items import StageBatch, StageItem
-from voxflow.stages.outputs import Audio, Parts
+from voxflow.stages.outputs import Audio, Next, Parts
 from voxflow.stages.stage import Stage
 from voxflow.text.document import TextRun
 
@@ -140,7 +140,7 @@ class PiperAcousticStage(Stage):
     A segment encoded while no other Piper run is in progress goes on as windows (`Parts`), a
     request's first segment starting with a window of `first_chunk_frames`, so its first audio
     waits for the encoder and that window only; under load this stage decodes the windows in
-    line and returns the segment whole.
+    line and hands the segment's samples on whole (`Next`, passed on by the decoder stage).
     """
 
     name = "acoustic"
@@ -180,7 +180,7 @@ class PiperAcousticStage(Stage):
                     for b, item in enumerate(batch)]
 
     def _output(self, voice: PiperVoiceModel, graph: RewrittenGraph, encoded: Encoded, b: int,
-                item: StageItem, native: float, alone: bool) -> Parts | Audio:
+                item: StageItem, native: float, alone: bool) -> Parts | Next:
         values, frames = encoded.row(b)
         # Windows stream as parts where that shortens the wait: a run alone (the stretched
         # path returns all at once). With other runs in progress the request queues anyway;
@@ -201,12 +201,15 @@ class PiperAcousticStage(Stage):
         else:
             wave = np.concatenate([decode_window(graph.frames, w, hop) for w in cut])
         wave = np.clip(wave, -1.0, 1.0).astype(np.float32)
-        return Audio(time_stretch(wave, rate, item.speed / native))
+        # still through the decoder stage (which passes it on): an in_order stage must see
+        # every segment of a request, or the next one would wait for it forever
+        return Next(time_stretch(wave, rate, item.speed / native))
 
 
 class PiperDecoderStage(Stage):
     """Windows (`decode.DecodeWindow`) -> their samples through flow and decoder, one `Audio`
-    part each.
+    part each; a segment the acoustic stage decoded in line ((N,) float32 samples) is passed
+    on as it is.
 
     A request's windows run one at a time, in order (`in_order`, though they hold no state):
     a lone request's windows then each start alone and take the solo session's threads, where
@@ -225,13 +228,18 @@ class PiperDecoderStage(Stage):
         self._family = family
 
     def batch_key(self, item: StageItem) -> Hashable:
-        window: DecodeWindow = item.payload
+        window = item.payload
+        if not isinstance(window, DecodeWindow):
+            return "decoded"  # a segment the acoustic stage decoded itself
         return (item.request.voice, window.frames, window.span)
 
     def cost(self, item: StageItem) -> int:
-        return item.payload.frames
+        window = item.payload
+        return window.frames if isinstance(window, DecodeWindow) else 1
 
     def run(self, batch: StageBatch) -> list:
+        if not isinstance(batch[0].payload, DecodeWindow):  # decoded in line: passed on
+            return [Audio(item.payload) for item in batch]
         voice = self._family.voice_models[batch[0].request.voice]
         seeded = any(item.request.seeded for item in batch)
         with self._family.runs.run() as alone:
