@@ -26,13 +26,12 @@ from voxflow.models.piper.decode import (
     DecodePlan,
     DecodeWindow,
     cut_window,
-    decode_window,
     decode_windows,
 )
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_config
 from voxflow.models.piper.settings import PiperSettings
-from voxflow.models.piper.synth import Encoded, encode_batch
+from voxflow.models.piper.synth import Encoded, decode_in_line, encode_batch
 from voxflow.stages.items import StageBatch, StageItem
 from voxflow.stages.outputs import Audio, Next, Parts
 from voxflow.stages.stage import Stage
@@ -195,12 +194,8 @@ class PiperAcousticStage(Stage):
         cut = [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
         if stream and alone:
             return Parts(cut)
-        hop, rate = voice.config.hop_length, voice.config.sample_rate
-        if graph.frames is None:  # an uncut graph (tests): its output is the waveform
-            wave = values[0].reshape(-1)[: frames * hop]
-        else:
-            wave = np.concatenate([decode_window(graph.frames, w, hop) for w in cut])
-        wave = np.clip(wave, -1.0, 1.0).astype(np.float32)
+        wave = decode_in_line(graph, values, frames, cut, voice.config.hop_length)
+        rate = voice.config.sample_rate
         # still through the decoder stage (which passes it on): an in_order stage must see
         # every segment of a request, or the next one would wait for it forever
         return Next(time_stretch(wave, rate, item.speed / native))

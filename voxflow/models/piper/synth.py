@@ -22,7 +22,7 @@ import numpy as np
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 from piper.config import PiperConfig
 
-from voxflow.models.piper.decode import DecodePlan, cut_window, decode_window
+from voxflow.models.piper.decode import DecodePlan, DecodeWindow, cut_window, decode_window
 from voxflow.models.piper.loader import NOISE_DP_INPUT, NOISE_Z_INPUT, RewrittenGraph
 from voxflow.models.piper.split import OUTPUT
 
@@ -72,7 +72,8 @@ def encode_batch(
     speed: float,
     frames_per_phoneme: float,
 ) -> Encoded:
-    """Run the encoder (text encoder, durations, flow) for B segments of one voice and speed.
+    """Run the encoder (text encoder, durations, prior sample) for B segments of one voice and
+    speed; the flow and decoder run later on windows (`decode_in_line`, or the decoder stage).
 
     Args:
         rows: B arrays of phoneme ids, (T_b,) int64.
@@ -133,16 +134,21 @@ def synthesize_batch(
         B waveforms, (N_b,) float32 in [-1, 1], N_b = max(sum(durations_b), 1) * hop_length.
     """
     encoded = encode_batch(graph, config, rows, seeds, speed, frames_per_phoneme)
-    hop = config.hop_length
+    plan = plan or DecodePlan()
     out = []
     for b in range(len(rows)):
         values, frames = encoded.row(b)
-        if graph.frames is None:
-            wave = values[0].reshape(-1)[: frames * hop]
-        else:
-            plan = plan or DecodePlan()
-            wave = np.concatenate([
-                decode_window(graph.frames, cut_window(values, w, plan.flow_pad_frames), hop)
-                for w in plan.windows(frames)])
-        out.append(np.clip(wave, -1.0, 1.0).astype(np.float32))
+        windows = [cut_window(values, w, plan.flow_pad_frames) for w in plan.windows(frames)]
+        out.append(decode_in_line(graph, values, frames, windows, config.hop_length))
     return out
+
+
+def decode_in_line(graph: RewrittenGraph, values: list[np.ndarray], frames: int,
+                   windows: list[DecodeWindow], hop: int) -> np.ndarray:
+    """One row's waveform, its windows run one after another here; (frames * hop,) float32
+    clipped to [-1, 1]. An uncut graph's `values` are the waveform already (windows unused)."""
+    if graph.frames is None:
+        wave = values[0].reshape(-1)[: frames * hop]
+    else:
+        wave = np.concatenate([decode_window(graph.frames, w, hop) for w in windows])
+    return np.clip(wave, -1.0, 1.0).astype(np.float32)
