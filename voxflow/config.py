@@ -139,6 +139,14 @@ class EngineSettings(_Strict):
         description="Deadline scheduling: a stream's next segment is due this many seconds "
         "before its audio so far has played out.",
     )
+    memory_headroom_mb: int | None = Field(
+        400, ge=0,
+        description="Memory budget: resident memory (MB, 10**6 bytes) allowed above what the "
+        "models' loads added (weights, voices, front ends). Python itself and the model runs' "
+        "working sets live in it: a run waits while the runs in progress would need more than "
+        "is left, and a run that starts over the budget ends by handing ONNX Runtime's idle "
+        "arena memory back (docs/architecture.md, Memory). null = no budget.",
+    )
 
 
 class ModelSettings(_Strict):

@@ -1,22 +1,32 @@
-"""The process's memory budget: above it, model runs hand their arena memory back.
+"""The process's memory budget: the models' memory plus a headroom; above it, model runs hand
+their arena memory back, and runs wait for room (`voxflow.memory_gate`).
 
-ONNX Runtime's arena (`voxflow.models.onnx_memory`) keeps the memory of finished runs for the
-next ones; giving it back costs the next run its page faults again (+16% CPU for a Piper
-segment, +5% for Kokoro, when every run does it). So runs keep it while the process is within
-its budget, and a run that starts over it ends by shrinking the arena. The budget is the RSS
-once the models' sessions are loaded (Python, its libraries and the weights in memory; each
-loader calls `ArenaBudget.note_loaded`) plus `HEADROOM_BYTES`, issue 7's "steady state at most
-the weights in memory plus 400 MB". The front ends, the encoders, requests in flight and the
-arena all live in the headroom.
+Issue 7's bound: the steady state at most "the models' weights in memory plus 400 MB". The
+engine measures each model's memory as the RSS its load added (`ArenaBudget.loading`: the
+sessions with their weights, the voices, the front ends and their dictionaries) and the budget
+is their sum plus `headroom` (``engine.memory_headroom_mb``, 400 MB). Everything else lives in
+the headroom: Python and its libraries (the RSS before the first model, `base`), requests in
+flight, the encoders and ONNX Runtime's arena (`voxflow.models.onnx_memory`). So the runs'
+working sets get ``headroom - base`` (`run_capacity`), which the engine gives the gate.
+
+The arena keeps the memory of finished runs for the next ones; giving it back costs the next
+run its page faults again (+16% CPU for a Piper segment, +5% for Kokoro, when every run does
+it). So runs keep it while the process is within its budget, and a run that starts over it
+ends by shrinking the arena. Without an engine's accounting (a script opening sessions) there
+is no budget: nothing shrinks and nothing waits.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-HEADROOM_BYTES = 400 << 20
-"""Bytes of RSS allowed above the loaded sessions before runs shrink the arena."""
+from voxflow.memory_gate import GATE, WorkingSetGate
+
+HEADROOM_BYTES = 400 * 10**6
+"""Bytes of RSS allowed above the models' memory (issue 7: "plus 400 MB")."""
 
 
 def process_rss() -> int | None:
@@ -29,29 +39,63 @@ def process_rss() -> int | None:
 
 
 class ArenaBudget:
-    """Whether a run should shrink the shared arena: RSS over the loaded RSS plus `headroom`.
+    """Whether a run should shrink the shared arena: RSS over the models' memory plus
+    `headroom`.
 
-    `note_loaded` (called by the loaders after each session is made) raises the baseline to the
-    RSS then; before any call nothing is over budget. `shrinks` counts the runs told to shrink.
+    The engine calls `start` before loading its models and wraps each load in `loading`;
+    before that (or with `headroom` None) there is no limit. `shrinks` counts the runs told to
+    shrink.
+
+    Args:
+        headroom_bytes: RSS allowed above the models' memory; None = no budget.
+        rss: the function reading the process's RSS in bytes (None where unknown).
     """
 
-    def __init__(self, headroom_bytes: int = HEADROOM_BYTES, rss=process_rss):
+    def __init__(self, headroom_bytes: int | None = HEADROOM_BYTES, rss=process_rss):
         self.headroom = headroom_bytes
-        self.baseline: int | None = None
+        self.base: int | None = None      # RSS before the first model (Python, libraries)
+        self.models: dict[str, int] = {}  # model name -> RSS its load added
         self.shrinks = 0
         self._rss = rss
         self._lock = threading.Lock()
 
-    def note_loaded(self) -> None:
-        rss = self._rss()
+    def start(self, headroom_bytes: int | None = HEADROOM_BYTES) -> None:
+        """Begin an engine's accounting: forget earlier models, note the RSS now as `base`."""
         with self._lock:
-            if rss is not None and (self.baseline is None or rss > self.baseline):
-                self.baseline = rss
+            self.headroom = headroom_bytes
+            self.base = self._rss()
+            self.models = {}
+
+    @contextmanager
+    def loading(self, name: str) -> Iterator[None]:
+        """Account the RSS that loading model `name` in the block adds (0 if it shrank)."""
+        before = self._rss()
+        yield
+        after = self._rss()
+        if before is not None and after is not None:
+            with self._lock:
+                self.models[name] = max(0, after - before)
+
+    @property
+    def models_bytes(self) -> int:
+        """The models' memory: the sum of what their loads added to the RSS."""
+        return sum(self.models.values())
 
     @property
     def limit(self) -> int | None:
-        """The RSS in bytes above which runs shrink the arena (None: no baseline yet)."""
-        return None if self.baseline is None else self.baseline + self.headroom
+        """The RSS in bytes above which runs shrink the arena (None: no budget)."""
+        if self.headroom is None or self.base is None or not self.models:
+            return None
+        return self.models_bytes + self.headroom
+
+    @property
+    def run_capacity(self) -> int | None:
+        """Bytes the budget leaves for runs' working sets: the limit less the RSS with the
+        models loaded (``headroom - base``; 0 when the base alone is over); None: no budget."""
+        limit = self.limit
+        if limit is None or self.base is None:
+            return None
+        return max(0, limit - self.base - self.models_bytes)
 
     def over(self) -> bool:
         limit, rss = self.limit, self._rss()
@@ -67,11 +111,17 @@ BUDGET = ArenaBudget()
 
 
 class BudgetCollector:
-    """Prometheus collector of `budget`: ``voxflow_memory_budget_bytes`` (the RSS above which
-    runs shrink the arena; absent before a model is loaded) and ``voxflow_arena_shrinks_total``."""
+    """Prometheus collector of `budget` and `gate`: ``voxflow_memory_budget_bytes`` (the RSS
+    above which runs shrink the arena; absent without a budget), ``voxflow_model_memory_bytes``
+    {model} (what each model's load added to the RSS), ``voxflow_arena_shrinks_total``,
+    ``voxflow_memory_run_capacity_bytes`` (working sets allowed in flight),
+    ``voxflow_memory_reserved_bytes`` (reserved by the runs in progress),
+    ``voxflow_memory_waits_total`` and ``voxflow_memory_wait_seconds_total`` (runs that waited
+    for memory, and how long)."""
 
-    def __init__(self, budget: ArenaBudget = BUDGET):
+    def __init__(self, budget: ArenaBudget = BUDGET, gate: WorkingSetGate = GATE):
         self.budget = budget
+        self.gate = gate
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -80,6 +130,21 @@ class BudgetCollector:
         if limit is not None:
             yield GaugeMetricFamily("voxflow_memory_budget_bytes", "RSS above which a model "
                                     "run ends by shrinking the ONNX Runtime arena.", value=limit)
+        models = GaugeMetricFamily("voxflow_model_memory_bytes", "RSS a model's load added "
+                                   "(weights, voices, front ends).", labels=["model"])
+        for name, nbytes in sorted(self.budget.models.items()):
+            models.add_metric([name], nbytes)
+        yield models
         yield CounterMetricFamily("voxflow_arena_shrinks", "Model runs that shrank the ONNX "
                                   "Runtime arena (the process was over its memory budget).",
                                   value=self.budget.shrinks)
+        capacity = self.gate.capacity
+        if capacity is not None:
+            yield GaugeMetricFamily("voxflow_memory_run_capacity_bytes", "Bytes of model runs' "
+                                    "predicted working sets allowed in flight.", value=capacity)
+        yield GaugeMetricFamily("voxflow_memory_reserved_bytes", "Predicted working sets of the "
+                                "model runs in progress.", value=self.gate.reserved)
+        yield CounterMetricFamily("voxflow_memory_waits", "Model runs that waited for memory "
+                                  "before starting.", value=self.gate.waits)
+        yield CounterMetricFamily("voxflow_memory_wait_seconds", "Seconds model runs waited "
+                                  "for memory.", value=self.gate.wait_seconds)

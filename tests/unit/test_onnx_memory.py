@@ -11,6 +11,7 @@ import onnxruntime as ort
 
 from voxflow.malloc import ARENA_MAX, MMAP_THRESHOLD, trim_heap, tune_malloc
 from voxflow.memory_budget import ArenaBudget, BudgetCollector
+from voxflow.memory_gate import WorkingSetGate
 from voxflow.models.onnx_memory import SHRINK_ENTRY, ArenaSession, SharedWeights
 from voxflow.models.piper import loader
 from voxflow.models.piper.loader import load_graph, read_voice_config, rewrite_graph
@@ -97,36 +98,80 @@ class FakeRss:
         return self.mib << 20
 
 
-def test_budget_is_the_rss_of_the_last_load_plus_the_headroom():
-    rss = FakeRss(300)
+def _loaded(budget: ArenaBudget, rss: FakeRss, base: int, models: dict[str, int]) -> None:
+    """Account models as an engine does: `base` MiB before, each load adding its MiB."""
+    rss.mib = base
+    budget.start(budget.headroom)
+    for name, mib in models.items():
+        with budget.loading(name):
+            rss.mib += mib
+
+
+def test_budget_is_the_models_memory_plus_the_headroom_and_python_lives_in_the_headroom():
+    rss = FakeRss(0)
     budget = ArenaBudget(headroom_bytes=400 << 20, rss=rss)
-    assert budget.limit is None and not budget.over()  # nothing loaded yet
-    budget.note_loaded()
-    rss.mib = 250
-    budget.note_loaded()  # a lower reading never lowers the baseline
-    assert budget.limit == 700 << 20
-    rss.mib = 700
+    assert budget.limit is None and not budget.over()  # no engine's accounting yet
+    _loaded(budget, rss, base=120, models={"piper": 110, "kokoro": 180})
+    assert budget.models == {"piper": 110 << 20, "kokoro": 180 << 20}
+    assert budget.limit == (290 + 400) << 20
+    assert budget.run_capacity == (400 - 120) << 20  # the headroom less Python's own RSS
+    rss.mib = 690
     assert not budget.over()
-    rss.mib = 701
+    rss.mib = 691
     assert budget.over() and budget.shrinks == 1
 
 
-def test_budget_metrics_give_the_limit_once_loaded_and_the_shrinks():
-    rss = FakeRss(300)
+def test_a_new_engine_forgets_the_last_ones_models_and_null_headroom_means_no_budget():
+    rss = FakeRss(0)
     budget = ArenaBudget(headroom_bytes=400 << 20, rss=rss)
-    collector = BudgetCollector(budget)
-    assert [m.name for m in collector.collect()] == ["voxflow_arena_shrinks"]
-    budget.note_loaded()
+    _loaded(budget, rss, base=100, models={"a": 50})
+    _loaded(budget, rss, base=300, models={"b": 20})
+    assert budget.models == {"b": 20 << 20} and budget.limit == 420 << 20
+    assert budget.run_capacity == 100 << 20
+    budget.start(None)
+    with budget.loading("c"):
+        rss.mib += 10
+    rss.mib = 10**6
+    assert budget.limit is None and budget.run_capacity is None and not budget.over()
+
+
+def test_a_base_over_the_headroom_leaves_runs_no_capacity():
+    rss = FakeRss(0)
+    budget = ArenaBudget(headroom_bytes=100 << 20, rss=rss)
+    _loaded(budget, rss, base=150, models={"a": 10})
+    assert budget.run_capacity == 0
+
+
+def test_budget_metrics_give_the_limit_the_models_the_shrinks_and_the_gate():
+    rss = FakeRss(0)
+    budget = ArenaBudget(headroom_bytes=400 << 20, rss=rss)
+    gate = WorkingSetGate()
+    collector = BudgetCollector(budget, gate)
+    names = [m.name for m in collector.collect()]
+    assert names == ["voxflow_model_memory_bytes", "voxflow_arena_shrinks",
+                     "voxflow_memory_reserved_bytes", "voxflow_memory_waits",
+                     "voxflow_memory_wait_seconds"]
+    _loaded(budget, rss, base=100, models={"piper": 200})
+    gate.set_capacity(budget.run_capacity)
     rss.mib = 800
     budget.over()
-    values = {m.name: m.samples[0].value for m in collector.collect()}
-    assert values == {"voxflow_memory_budget_bytes": 700 << 20, "voxflow_arena_shrinks": 1}
+    with gate.hold(5 << 20):
+        values = {m.name: [(x.labels, x.value) for x in m.samples] for m in collector.collect()}
+    assert values == {
+        "voxflow_memory_budget_bytes": [({}, 600 << 20)],
+        "voxflow_model_memory_bytes": [({"model": "piper"}, 200 << 20)],
+        "voxflow_arena_shrinks": [({}, 1)],
+        "voxflow_memory_run_capacity_bytes": [({}, 300 << 20)],
+        "voxflow_memory_reserved_bytes": [({}, 5 << 20)],
+        "voxflow_memory_waits": [({}, 0)],
+        "voxflow_memory_wait_seconds": [({}, 0.0)],
+    }
 
 
 def test_runs_under_budget_keep_the_arena_and_runs_over_it_shrink_it():
-    rss = FakeRss(100)
+    rss = FakeRss(0)
     budget = ArenaBudget(headroom_bytes=10 << 20, rss=rss)
-    budget.note_loaded()
+    _loaded(budget, rss, base=0, models={"m": 100})
     fake = FakeSession()
     session = ArenaSession(fake, FakeWeights(), budget)
     assert session.run(["y"], {"x": "input x"}) == ["ok"]
@@ -141,9 +186,10 @@ def test_runs_under_budget_keep_the_arena_and_runs_over_it_shrink_it():
 
 
 def test_given_run_options_keep_their_entries_and_gain_the_shrink_entry_over_budget():
-    budget = ArenaBudget(headroom_bytes=0, rss=FakeRss(100))
-    budget.note_loaded()
-    budget._rss = FakeRss(101)
+    rss = FakeRss(0)
+    budget = ArenaBudget(headroom_bytes=0, rss=rss)
+    _loaded(budget, rss, base=0, models={"m": 100})
+    rss.mib = 101
     fake = FakeSession()
     options = ort.RunOptions()
     options.add_run_config_entry("memory.arena_tag", "x")  # any entry of the caller's
@@ -159,9 +205,10 @@ def test_a_real_session_over_budget_runs_and_gives_the_same_audio(tiny_voice_dir
     config, _ = read_voice_config(path.with_name("tiny.onnx.json"))
     graph = load_graph(path, 1, 1)
     kept = synthesize_batch(graph, config, [IDS], [(7, 0)], 1.0, 12.0)[0]
-    graph.session.budget = ArenaBudget(headroom_bytes=0, rss=FakeRss(1))
-    graph.session.budget.note_loaded()
-    graph.session.budget._rss = FakeRss(2)
+    rss = FakeRss(0)
+    graph.session.budget = ArenaBudget(headroom_bytes=0, rss=rss)
+    _loaded(graph.session.budget, rss, base=0, models={"tiny": 1})
+    rss.mib = 2
     shrunk = synthesize_batch(graph, config, [IDS], [(7, 0)], 1.0, 12.0)[0]
     assert graph.session.budget.shrinks == 1 and np.array_equal(kept, shrunk)
 

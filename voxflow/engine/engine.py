@@ -32,6 +32,8 @@ from voxflow.errors import (
     ModelNotFoundError,
     echo,
 )
+from voxflow.memory_budget import BUDGET
+from voxflow.memory_gate import GATE
 from voxflow.models.base import ModelFamily
 from voxflow.models.registry import family_class
 from voxflow.stages.autoregressive import AutoregressiveStage
@@ -41,6 +43,10 @@ from voxflow.text.document import SpeechDocument, parse_input
 from voxflow.text.scripts import check_document, readable_scripts, spoken_text
 
 log = logging.getLogger(__name__)
+
+
+def _mib(nbytes: int | None) -> int | None:
+    return None if nbytes is None else round(nbytes / 2**20)
 
 
 
@@ -107,11 +113,15 @@ class Engine:
         A model that fails to load is marked failed (shown in `/health`) and the error re-raised;
         a voice alias naming no loaded voice raises `ConfigError` (workers stopped).
         """
+        headroom = self.settings.engine.memory_headroom_mb
+        BUDGET.start(None if headroom is None else headroom * 10**6)
+        GATE.set_capacity(None)  # warm-ups run unbounded; the capacity is set once all loaded
         for spec in self.settings.models:
             served = self.models[spec.name]
             try:
                 cls = family_class(spec.family)
-                served.family = await asyncio.to_thread(cls, spec.name, spec.options)
+                with BUDGET.loading(spec.name):
+                    served.family = await asyncio.to_thread(cls, spec.name, spec.options)
                 served.queues = self._start_workers(served.name, served.family)
                 if self.settings.engine.warmup:
                     await self._warmup(served.family)
@@ -126,6 +136,10 @@ class Engine:
         except ConfigError:
             self.stop()
             raise
+        GATE.set_capacity(BUDGET.run_capacity)
+        log.info("memory: models %s MiB, budget %s MiB, runs' working sets %s MiB",
+                 {name: round(b / 2**20) for name, b in BUDGET.models.items()},
+                 _mib(BUDGET.limit), _mib(BUDGET.run_capacity))
         self.ready_after_s = time.monotonic() - self.started_at
 
     def _start_workers(self, model: str, family: ModelFamily) -> list[StageQueue]:
@@ -176,6 +190,8 @@ class Engine:
         for served in self.models.values():
             for q in served.queues:
                 q.stage.close()  # per-request state of requests cut off by the shutdown
+        GATE.set_capacity(None)  # the process's gate and budget were this engine's
+        BUDGET.start(None)
 
     @property
     def ready(self) -> bool:

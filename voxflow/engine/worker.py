@@ -15,6 +15,7 @@ import time
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.scheduler import Job, StageQueue, stage_batch
 from voxflow.errors import SynthesisError, VoxflowError
+from voxflow.memory_gate import GATE
 from voxflow.stages.outputs import Audio, Next, Parts, Segments, check_outputs
 from voxflow.stages.stage import Stage
 
@@ -103,8 +104,10 @@ def run_stage_batch(
     isolated: bool = False,
 ) -> None:
     """Run one batch and pass each output on (next queue, or the request's audio)."""
-    started = time.perf_counter()
-    outputs = run_safely(stage, batch, isolated)
+    need = stage.working_set_bytes(stage_batch(batch, stage, isolated)) if batch else 0
+    with GATE.hold(need):  # waits while the runs in progress hold the memory it needs
+        started = time.perf_counter()
+        outputs = run_safely(stage, batch, isolated)
     metrics.stage_seconds.labels(model, stage.name).observe(time.perf_counter() - started)
     metrics.batch_size.labels(model, stage.name).observe(len(batch))
     metrics.items_run.labels(model, stage.name).inc(len(batch))

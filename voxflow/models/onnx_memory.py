@@ -89,8 +89,8 @@ def open_session(
 
     `shared_session_options` (the shared arena, no memory patterns), glibc tuned before the
     load (`voxflow.malloc.tune_malloc`) and the load's garbage handed back after it
-    (`trim_heap`), the process's memory budget raised to the RSS with the session loaded
-    (`BUDGET.note_loaded`), and the session wrapped to shrink the arena when over budget.
+    (`trim_heap`), and the session wrapped to shrink the arena when over the process's budget
+    (`voxflow.memory_budget`).
 
     Args:
         model: the graph's serialized bytes, or a path to a `.onnx` file.
@@ -106,7 +106,6 @@ def open_session(
         sess_options=shared_session_options(intra_op_threads, inter_op_threads, spin),
     )
     trim_heap()
-    BUDGET.note_loaded()
     return ArenaSession(session, weights)
 
 

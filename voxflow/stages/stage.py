@@ -68,6 +68,12 @@ class Stage(ABC):
         bad item never fails its batch-mates.
         """
 
+    def working_set_bytes(self, batch: StageBatch) -> int:
+        """Predicted peak bytes this stage's run of `batch` holds above what it held before
+        (intermediate tensors), reserved from the process's memory gate while it runs
+        (`voxflow.memory_gate`). Default: 0 (runs never wait for memory)."""
+        return 0
+
     def start(self) -> None:  # noqa: B027 (optional hook)
         """Called once by the engine after the family is loaded and before its warm-up, on the
         thread that starts the engine (capture graphs, allocate state pools). Default: nothing.

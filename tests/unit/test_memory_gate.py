@@ -1,0 +1,203 @@
+"""The memory gate: model runs reserve their predicted working sets and wait while the runs in
+progress would take the total over the capacity; first come, first served; a run alone always
+starts; and the engine's workers reserve what each stage predicts."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pytest
+from fakes import job, make_state, register_fake_family, stage_item
+
+from voxflow.config import load_settings
+from voxflow.engine.engine import Engine
+from voxflow.engine.metrics import EngineMetrics
+from voxflow.engine.worker import run_stage_batch
+from voxflow.memory_budget import BUDGET
+from voxflow.memory_gate import GATE, WorkingSetGate
+from voxflow.models.kokoro import memory as kokoro_memory
+from voxflow.models.piper import memory as piper_memory
+from voxflow.models.piper.decode import DecodeWindow
+from voxflow.models.piper.frontend import PhonemeSegment
+from voxflow.stages.items import StageBatch
+from voxflow.stages.outputs import Audio
+from voxflow.stages.stage import Stage
+
+MIB = 1 << 20
+
+
+def _start(gate: WorkingSetGate, nbytes: int, log: list, name: str,
+           release: threading.Event) -> threading.Thread:
+    def run() -> None:
+        with gate.hold(nbytes):
+            log.append(f"start {name}")
+            release.wait(5)
+            log.append(f"end {name}")
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait_for(predicate, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_runs_that_fit_together_start_together_and_a_third_waits_for_room():
+    gate, log = WorkingSetGate(100 * MIB), []
+    first, second = threading.Event(), threading.Event()
+    a = _start(gate, 60 * MIB, log, "a", first)
+    _wait_for(lambda: "start a" in log)
+    b = _start(gate, 40 * MIB, log, "b", second)
+    _wait_for(lambda: "start b" in log)
+    assert gate.reserved == 100 * MIB and gate.waits == 0
+    c = _start(gate, 10 * MIB, log, "c", threading.Event())
+    time.sleep(0.1)
+    assert "start c" not in log and gate.waits == 1  # 110 MiB would not fit
+    first.set()
+    a.join(5)
+    _wait_for(lambda: "start c" in log)
+    assert log.index("end a") < log.index("start c")
+    second.set()
+    b.join(5)
+    c.join(6)
+    assert gate.reserved == 0 and gate.wait_seconds > 0.05
+
+
+def test_waiters_start_in_arrival_order_so_a_large_run_is_not_starved():
+    gate, log = WorkingSetGate(100 * MIB), []
+    hold = threading.Event()
+    _start(gate, 50 * MIB, log, "small0", hold)
+    _wait_for(lambda: "start small0" in log)
+    big_go = threading.Event()
+    big = _start(gate, 90 * MIB, log, "big", big_go)
+    _wait_for(lambda: gate.waits == 1)
+    small = _start(gate, 10 * MIB, log, "small1", threading.Event())
+    time.sleep(0.1)
+    # small1 would fit beside small0 (60 MiB) but arrived after big, which waits for room
+    assert "start small1" not in log and "start big" not in log
+    hold.set()
+    _wait_for(lambda: "start big" in log)
+    big_go.set()
+    big.join(5)
+    small.join(6)
+    assert log.index("start big") < log.index("start small1")
+
+
+def test_a_run_larger_than_the_capacity_runs_alone_and_no_capacity_means_no_wait():
+    gate = WorkingSetGate(10 * MIB)
+    with gate.hold(50 * MIB):
+        assert gate.reserved == 50 * MIB
+    assert gate.reserved == 0 and gate.waits == 0
+    unlimited = WorkingSetGate(None)
+    with unlimited.hold(10**12), unlimited.hold(10**12):  # nested: no limit, no wait
+        assert unlimited.reserved == 2 * 10**12
+
+
+def test_a_run_that_raises_returns_its_reservation():
+    gate = WorkingSetGate(100 * MIB)
+    try:
+        with gate.hold(30 * MIB):
+            raise RuntimeError("model failed")
+    except RuntimeError:
+        pass
+    assert gate.reserved == 0
+
+
+def test_raising_the_capacity_admits_a_waiter():
+    gate, log = WorkingSetGate(50 * MIB), []
+    hold = threading.Event()
+    _start(gate, 40 * MIB, log, "a", hold)
+    _wait_for(lambda: "start a" in log)
+    b = _start(gate, 40 * MIB, log, "b", threading.Event())
+    _wait_for(lambda: gate.waits == 1)
+    gate.set_capacity(100 * MIB)
+    _wait_for(lambda: "start b" in log)
+    hold.set()
+    b.join(6)
+
+
+def test_kokoro_predicts_2_mib_per_token_divided_by_the_speed():
+    assert kokoro_memory.run_bytes(120, 1.0) == 4 * MIB + 2 * MIB * 120
+    assert kokoro_memory.run_bytes(93, 0.6) == 4 * MIB + int(2 * MIB * 93 / 0.6)
+    assert 180 * MIB < kokoro_memory.run_bytes(93, 1.0) < 200 * MIB  # measured 189 MiB
+
+
+def test_piper_stages_predict_the_encoder_and_the_largest_window():
+    from voxflow.models.piper.model import PiperAcousticStage, PiperDecoderStage
+
+    class Family:  # the stages read only the settings' plan
+        from voxflow.models.piper.settings import PiperSettings
+        settings = PiperSettings()
+
+    acoustic, decoder = PiperAcousticStage(Family()), PiperDecoderStage(Family())
+    state, _ = make_state(voice="joe")
+
+    def phonemes(n: int):
+        return stage_item(state, 0, PhonemeSegment("x", np.ones(n, np.int64)))
+
+    short = acoustic.working_set_bytes(StageBatch.of([phonemes(50)]))
+    assert short == piper_memory.encoder_bytes(1, 50) + piper_memory.decode_bytes(121)
+    # a long segment decodes windows of at most 512 + 2 * 12 frames, one at a time
+    long = acoustic.working_set_bytes(StageBatch.of([phonemes(600)]))
+    assert long == piper_memory.encoder_bytes(1, 600) + piper_memory.decode_bytes(536)
+    assert 100 * MIB < long < 140 * MIB  # measured 111 MiB at 645 phoneme ids
+    z = np.zeros((1, 192, 300), np.float32)
+    window = DecodeWindow([z, np.ones((1, 1, 300), np.float32)], (20, 280), (12, 248))
+    windows = StageBatch.of([stage_item(state, 0, window)])
+    assert decoder.working_set_bytes(windows) == piper_memory.decode_bytes(260)
+    in_line = StageBatch.of([stage_item(state, 0, np.zeros(100, np.float32))])
+    assert decoder.working_set_bytes(in_line) == 0
+
+
+class _Predicting(Stage):
+    """Predicts 7 MiB per item and records what the gate holds while it runs."""
+
+    name = "acoustic"
+
+    def __init__(self) -> None:
+        super().__init__(max_batch_size=4)
+        self.seen: list[int] = []
+
+    def working_set_bytes(self, batch: StageBatch) -> int:
+        return 7 * MIB * len(batch)
+
+    def run(self, batch: StageBatch) -> list:
+        self.seen.append(GATE.reserved)
+        return [Audio(np.zeros(4, np.float32)) for _ in batch]
+
+
+def test_a_worker_holds_the_stages_prediction_while_the_batch_runs():
+    stage = _Predicting()
+    jobs = [job(make_state()[0], 0, "a"), job(make_state()[0], 0, "b")]
+    before = GATE.reserved
+    run_stage_batch("fake", stage, jobs, None, EngineMetrics())
+    assert stage.seen == [before + 14 * MIB] and GATE.reserved == before
+
+
+@pytest.mark.parametrize("headroom", [400, None])
+def test_the_engine_accounts_each_models_load_and_gives_the_gate_the_budgets_room(
+        monkeypatch, headroom):
+    register_fake_family(monkeypatch)
+    settings = load_settings(None, {
+        "engine.warmup": False, "engine.memory_headroom_mb": headroom,
+        "models": [{"name": "fake", "family": "fake", "options": {}}]})
+    engine = Engine(settings)
+    asyncio.run(engine.start())
+    try:
+        assert list(BUDGET.models) == ["fake"]
+        if headroom is None:
+            assert BUDGET.limit is None and GATE.capacity is None
+        else:
+            assert BUDGET.limit == BUDGET.models_bytes + 400 * 10**6
+            assert GATE.capacity == BUDGET.run_capacity == max(
+                0, 400 * 10**6 - BUDGET.base)
+    finally:
+        engine.stop()
+    assert BUDGET.limit is None and GATE.capacity is None  # stopped: no budget left behind

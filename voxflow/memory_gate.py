@@ -1,0 +1,96 @@
+"""Admission of model runs by their working sets: the memory in flight stays under a capacity.
+
+A model run's working set (the intermediate tensors ONNX Runtime holds while it runs) grows
+with its input: Kokoro's decoder holds about 1 MiB per token of its segment (16 MiB per second
+of audio without an arena, measured; docs/architecture.md, "Memory"), and it cannot be cut
+into windows. Two workers running the longest segments at once would put the process far
+above its budget. So each run reserves its predicted working set (`Stage.working_set_bytes`)
+before it starts and returns it when it ends; a run whose reservation would take the total
+over the capacity waits until enough runs have ended. Waiters are admitted first come, first
+served (a large run is not starved by small ones), and a run is always admitted when nothing
+else is reserved, so a run larger than the capacity still runs, alone.
+
+The capacity is what the process's budget leaves for runs (`voxflow.memory_budget`): the
+budget minus the RSS with every model loaded. Unset (no engine), nothing waits.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class WorkingSetGate:
+    """Reserve bytes for a run; wait while the reservations would exceed `capacity`.
+
+    Args:
+        capacity: bytes of working sets allowed in flight at once; None = no limit.
+    """
+
+    def __init__(self, capacity: int | None = None):
+        self._capacity = capacity
+        self._reserved = 0
+        self._running = 0
+        self._queue: deque[object] = deque()  # waiters' tickets, first come first served
+        self._cond = threading.Condition()
+        self.waits = 0          # runs that had to wait (``voxflow_memory_waits_total``)
+        self.wait_seconds = 0.0  # their time waiting (``voxflow_memory_wait_seconds_total``)
+
+    @property
+    def capacity(self) -> int | None:
+        return self._capacity
+
+    def set_capacity(self, capacity: int | None) -> None:
+        """Set the bytes allowed in flight (None: no limit); waiters are re-checked."""
+        with self._cond:
+            self._capacity = None if capacity is None else max(0, int(capacity))
+            self._cond.notify_all()
+
+    @property
+    def reserved(self) -> int:
+        """Bytes reserved by the runs in progress now."""
+        return self._reserved
+
+    def _fits(self, nbytes: int) -> bool:
+        cap = self._capacity
+        return cap is None or self._running == 0 or self._reserved + nbytes <= cap
+
+    @contextmanager
+    def hold(self, nbytes: int) -> Iterator[None]:
+        """Hold `nbytes` (>= 0) of the capacity for the block, waiting for it first.
+
+        A run reserving 0 bytes (a stage that predicts nothing) never waits. The wait has no
+        timeout: every holder ends (a model run), and the request's own deadline still applies
+        to it downstream.
+        """
+        nbytes = max(0, int(nbytes))
+        if nbytes == 0:
+            yield
+            return
+        with self._cond:
+            if self._queue or not self._fits(nbytes):
+                ticket = object()
+                self._queue.append(ticket)
+                started = time.perf_counter()
+                self.waits += 1
+                while self._queue[0] is not ticket or not self._fits(nbytes):
+                    self._cond.wait()
+                self._queue.popleft()
+                self.wait_seconds += time.perf_counter() - started
+                self._cond.notify_all()  # the next waiter may fit too
+            self._reserved += nbytes
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._reserved -= nbytes
+                self._running -= 1
+                self._cond.notify_all()
+
+
+GATE = WorkingSetGate()
+"""The process's gate: one arena, one budget, one gate (`voxflow.memory_budget.BUDGET`)."""
