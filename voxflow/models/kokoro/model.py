@@ -19,6 +19,7 @@ import numpy as np
 
 from voxflow.audio.stretch import split_speed, time_stretch
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
+from voxflow.models.kokoro import memory
 from voxflow.models.kokoro.frontend import LANGUAGES, KokoroFrontend
 from voxflow.models.kokoro.loader import SAMPLE_RATE, KokoroGraph, load_graph, load_vocab
 from voxflow.models.kokoro.settings import KokoroSettings
@@ -83,6 +84,14 @@ class KokoroAcousticStage(Stage):
 
     def cost(self, item: StageItem) -> int:
         return int(item.payload.token_ids.size)
+
+    def working_set_bytes(self, batch: StageBatch) -> int:
+        s = self._family.settings
+        return sum(
+            memory.run_bytes(int(item.payload.token_ids.size),
+                             split_speed(item.speed, s.native_speed_min, s.native_speed_max)[0])
+            for item in batch
+        )
 
     def run(self, batch: StageBatch) -> list:
         family = self._family

@@ -22,6 +22,7 @@ from piper.config import PiperConfig
 
 from voxflow.audio.stretch import split_speed, time_stretch
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
+from voxflow.models.piper import memory
 from voxflow.models.piper.decode import (
     DecodePlan,
     DecodeWindow,
@@ -165,6 +166,17 @@ class PiperAcousticStage(Stage):
         segment: PhonemeSegment = item.payload
         return int(segment.phoneme_ids.size)
 
+    def working_set_bytes(self, batch: StageBatch) -> int:
+        """The encoder over the padded batch, plus the largest window decoded in line (the
+        whole segment where it is time-stretched); rows are decoded one after another."""
+        longest = max(int(item.payload.phoneme_ids.size) for item in batch)
+        native = self.native_speed(batch[0])
+        frames = memory.segment_frames(longest, native)
+        chunk = self._plan.chunk_frames
+        if chunk is not None and all(item.speed == native for item in batch):
+            frames = min(frames, chunk + 2 * self._plan.pad_frames)
+        return memory.encoder_bytes(len(batch), longest) + memory.decode_bytes(frames)
+
     def run(self, batch: StageBatch) -> list:
         voice = self._family.voice_models[batch[0].request.voice]
         rows = [item.payload.phoneme_ids for item in batch]
@@ -231,6 +243,11 @@ class PiperDecoderStage(Stage):
     def cost(self, item: StageItem) -> int:
         window = item.payload
         return window.frames if isinstance(window, DecodeWindow) else 1
+
+    def working_set_bytes(self, batch: StageBatch) -> int:
+        """The decoder over every window's frames (0 for segments decoded in line)."""
+        windows = [item.payload for item in batch if isinstance(item.payload, DecodeWindow)]
+        return sum(memory.decode_bytes(w.span[1] - w.span[0]) for w in windows)
 
     def run(self, batch: StageBatch) -> list:
         if not isinstance(batch[0].payload, DecodeWindow):  # decoded in line: passed on
