@@ -16,8 +16,9 @@ Two ways to run a step (spec §6 "Device residency", "Graph capture"):
   row ever reads. Replay is only for T in ``capture_chunk_frames``; other lengths (a short last
   chunk) run eagerly (the spec allows a zero-padded last chunk; not done here).
 
-Per step only the codes go to the device (and, for a graph, the row index); the audio stays on
-the device for the caller to read back once. Nothing in the state is copied to the host or
+Per step only the codes go to the device (none if they are there already: row indices are
+made on the device once per set of rows); the audio stays on the device for the caller to read
+back once. Nothing in the state is copied to the host or
 synchronised. Batch rows decode independently (a conv's batch rows never mix), but a batched
 conv may round differently from a lone one: rows match their lone decode within the spec's
 tolerance, not bit for bit; the same batching twice is bit-identical.
@@ -35,6 +36,8 @@ from voxflow.models.nanocodec.fsq import NUM_GROUPS, codebook, lookup
 from voxflow.models.nanocodec.stream import StatePool, StreamState
 from voxflow.stages.bucketed import check_ladder, pick_rung
 from voxflow.stages.graphs import GraphRunner
+
+INDEX_CACHE = 1024
 
 
 class ChunkStep:
@@ -64,6 +67,18 @@ class ChunkStep:
         self.capture_frames = tuple(sorted(set(capture_chunk_frames)))
         self.batch_rows = check_ladder("batch_rows", batch_rows)
         self.graphs = GraphRunner(self.forward, bool(self.capture_frames), str(self.device))
+        self._indices: dict[tuple[int, ...], Tensor] = {}  # row tuples → device index tensors
+
+    def row_index(self, rows: Sequence[int]) -> Tensor:
+        """``rows`` as an int64 [R] tensor on the device, made once per distinct tuple (so a
+        stream's steps upload nothing but their codes; at most `INDEX_CACHE` kept)."""
+        key = tuple(rows)
+        index = self._indices.get(key)
+        if index is None:
+            if len(self._indices) >= INDEX_CACHE:
+                self._indices.clear()
+            index = self._indices[key] = torch.tensor(key, dtype=torch.int64, device=self.device)
+        return index
 
     def forward(self, inputs: dict[str, Tensor]) -> Tensor:
         """The fixed-shape step (what is captured): ``codes`` [R, 8, T] int64 and ``rows`` [R]
@@ -100,11 +115,13 @@ class ChunkStep:
                                device=self.device),
         }
 
-    def run(self, slots: Sequence[StreamState], codes: Tensor) -> tuple[Tensor, bool]:
+    def run(
+        self, slots: Sequence[StreamState], codes: Tensor, *, eager: bool = False
+    ) -> tuple[Tensor, bool]:
         """Continue each slot's stream by its row of ``codes`` [B, 8, T] int64, already checked
         (fsq.check_tokens), on the host or the device; B = len(slots) distinct acquired slots of
         this pool, T ≥ 1. Returns (audio [B, spf·T] on the device, whether a graph replayed);
-        each slot's ``frames`` advances by T.
+        each slot's ``frames`` advances by T. ``eager`` skips any captured graph (checks).
 
         Raises:
             ValueError: a shape mismatch or a slot repeated (shapes only: no value is read).
@@ -117,20 +134,20 @@ class ChunkStep:
         index = [slot.index for slot in slots]
         if len(set(index)) != batch or min(index) < 0:
             raise ValueError("a step needs distinct acquired slots of its pool")
-        audio, replayed = self._decode(index, codes.to(torch.int64))
+        audio, replayed = self._decode(index, codes.to(torch.int64), eager)
         for slot in slots:
             slot.frames += frames
         return audio, replayed
 
-    def _decode(self, index: list[int], codes: Tensor) -> tuple[Tensor, bool]:
+    def _decode(self, index: list[int], codes: Tensor, eager: bool) -> tuple[Tensor, bool]:
         batch, frames = codes.shape[0], codes.shape[-1]
         rows = pick_rung(self.batch_rows, batch, "row count") if batch <= self.batch_rows[-1] \
             else batch
-        if (rows, frames) in self.graphs.graphs:
+        if not eager and (rows, frames) in self.graphs.graphs:
             padded = index + [self.pool.scratch_row] * (rows - batch)
             inputs: dict[str, Any] = {
                 "codes": torch.cat([codes, codes.new_zeros(rows - batch, NUM_GROUPS, frames)]),
-                "rows": torch.tensor(padded, dtype=torch.int64),
+                "rows": self.row_index(padded),
             }
             audio, replayed = self.graphs.run((rows, frames), inputs)
             return audio[:batch], replayed
@@ -141,5 +158,4 @@ class ChunkStep:
                 latent = lookup(self.table, codes)
                 state = [layer[first : first + batch] for layer in self.pool.layers]
                 return self.decoder(latent, state=state), False
-        rows_t = torch.tensor(index, dtype=torch.int64, device=self.device)
-        return self.forward({"codes": codes, "rows": rows_t}), False
+        return self.forward({"codes": codes, "rows": self.row_index(index)}), False
