@@ -117,7 +117,6 @@ class NanoCodecStage(Stage):
         rows = [r for r in (1, 2, 4, 8, 16, 32, 64) if r < max_batch_size] + [max_batch_size]
         self.step = ChunkStep(pool, (chunk_frames,) if capture_chunk_frames is None
                               else capture_chunk_frames, rows)
-        self.samples_per_frame = pool.decoder.config.samples_per_frame
         self.states: RequestStates[CodecStream] = RequestStates(lambda _: CodecStream(),
                                                                 self._free)
         self._lock = threading.Lock()
@@ -127,6 +126,9 @@ class NanoCodecStage(Stage):
         self.step.start()
 
     def run(self, batch: StageBatch) -> list[StageOutput]:
+        """One output per item: `Audio` of the chunks its part completes (float32 on the host,
+        spf samples per frame; empty if none), or that item's exception (`CodeError`,
+        `PoolExhausted`, `StateReleased`, a decode error). Never raises for one item."""
         outputs: list[StageOutput | None] = [None] * len(batch)
         streams: dict[int, CodecStream] = {}
         chunks: dict[int, list[np.ndarray]] = {}
