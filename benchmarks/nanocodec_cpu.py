@@ -1,14 +1,16 @@
 """NanoCodec decode timing (issue 12), full size, random weights: one-shot vs streamed through
 the codec stage's chunk step, on the CPU here and on CUDA when there is one.
 
-Decodes one utterance of ``--frames`` codec frames (random ids 0..2015, 21.53 fps, 1024 samples
-each) once whole (FSQ + one-shot decode) and streamed from zero state in chunks of 1, 2, 4 and
-8 frames through `voxflow.models.nanocodec.step.ChunkStep`, the step `NanoCodecStage` runs, with
-the stream's caches in a pool slot on the decoder's device; float32, batch 1. With ``--graphs``
-on CUDA each chunk length is also captured as a CUDA graph (the engine's GraphRunner) and
-streamed by replay: ``graph:N`` modes beside the ``eager:N`` ones. ``--check-replay`` streams the
-same codes eagerly and by replay in the same chunking and compares them (bit-identical
-expected, spec §1 item 8). TF32 is off on CUDA (spec §6 "Numerics").
+The full-size decoder is built from ``full_decoder_manifest.json`` (its config, every key and
+shape, checked) with random weights (`loader.random_state_dict`, seed 0). Decodes one utterance
+of ``--frames`` codec frames (random ids 0..2015, 21.53 fps, 1024 samples each) once whole
+(FSQ + one-shot decode) and streamed from zero state in chunks of 1, 2, 4 and 8 frames through
+`voxflow.models.nanocodec.step.ChunkStep`, the step `NanoCodecStage` runs, with the stream's
+caches in a pool slot on the decoder's device; float32, batch 1. With ``--graphs`` on CUDA each
+chunk length is also captured as a CUDA graph (the engine's GraphRunner) and streamed by replay:
+``graph:N`` modes beside the ``eager:N`` ones. ``--check-replay`` streams the same codes eagerly
+and by replay in the same chunking and compares them (bit-identical expected, spec §1 item 8).
+TF32 is off on CUDA (spec §6 "Numerics").
 
 After ``--warmup`` untimed rounds, ``--repeats`` rounds time every mode once, in rotating order
 (a busy spell on a shared machine does not land on one mode only); the device is synchronised
@@ -70,10 +72,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from voxflow.models.nanocodec.config import SAMPLE_RATE, DecoderConfig  # noqa: E402
 from voxflow.models.nanocodec.fsq import NUM_CODES, NUM_GROUPS, fsq_decode  # noqa: E402
-from voxflow.models.nanocodec.loader import load_decoder, random_state_dict  # noqa: E402
+from voxflow.models.nanocodec.loader import (  # noqa: E402
+    check_full_size,
+    load_decoder,
+    random_state_dict,
+    read_manifest,
+)
 from voxflow.models.nanocodec.step import ChunkStep  # noqa: E402
 from voxflow.models.nanocodec.stream import StatePool, decode  # noqa: E402
 
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "nanocodec"
+MANIFEST = FIXTURES / "full_decoder_manifest.json"
 CUDA_COPIES = ("Memcpy HtoD", "Memcpy DtoH")  # profiler names of host<->device copies
 CUDA_SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize")
 CPU_TIME: list[float] = []  # process CPU seconds of the timed calls, appended by `timed`
@@ -175,9 +184,25 @@ def summary(times: list[float], audio_s: float) -> dict[str, float]:
             "rtf": med / audio_s, "rtfx": audio_s / med}
 
 
+def random_weights(args: argparse.Namespace) -> tuple[DecoderConfig, dict[str, Tensor]]:
+    """The decoder's config and random unfolded weights: full size from the manifest (checked
+    with loader.check_full_size: 387 tensors, 31,564,085 parameters folded, 97 caches), every
+    tensor of the manifest's shape; or the tiny fixture config (smoke runs)."""
+    if args.tiny:
+        config = DecoderConfig.tiny()
+        return config, random_state_dict(config, seed=0)
+    manifest = read_manifest(args.manifest)
+    check_full_size(manifest)
+    weights = random_state_dict(manifest.config, seed=0)
+    shapes = {k: tuple(v.shape) for k, v in weights.items()}
+    if shapes != manifest.shapes:
+        raise ValueError("random weights differ from the manifest's keys or shapes")
+    return manifest.config, weights
+
+
 def run(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
-    config = DecoderConfig.tiny() if args.tiny else DecoderConfig()
-    decoder = load_decoder(random_state_dict(config, seed=0), config, device=device)
+    config, weights = random_weights(args)
+    decoder = load_decoder(weights, config, device=device)
     step = ChunkStep(StatePool(decoder, max_streams=2), args.chunks if args.graphs else ())
     started = time.perf_counter()
     step.start()
@@ -242,6 +267,8 @@ def main() -> None:
     parser.add_argument("--check-replay", action="store_true",
                         help="compare replayed and eager streams of the same chunking")
     parser.add_argument("--tiny", action="store_true", help="the tiny decoder (smoke runs)")
+    parser.add_argument("--manifest", type=Path, default=MANIFEST,
+                        help="full_decoder_manifest.json the full-size decoder is built from")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
