@@ -21,9 +21,10 @@ streamed RTF (issue 12 accepts >= 0.9 at 4-frame chunks), the codec time to firs
 profiler inside one mid-stream chunk step: ``host_device_copies`` (CPU: ``aten::_to_copy`` of a
 real tensor; CUDA: ``Memcpy HtoD`` / ``Memcpy DtoH`` activities, device-to-device copies not
 counted) and ``host_syncs`` (``.item()`` reads; CUDA: stream and device synchronisations, less
-the one the measurement itself makes). The codes are on the device before the step and the
-audio stays there, so 0 is the goal; the stage around it adds one upload of a part's codes and
-one read-back of its audio per item (``stage_io_copies_per_item``: 2 on CUDA, 0 on the CPU).
+the one the measurement itself makes; ``host_syncs_counted`` before that). The codes are on
+the device before the step and the audio stays there, so 0 is the goal; the stage around it
+adds one upload of a part's codes and one read-back of its audio per item
+(``stage_io_copies_per_item``: 2 on CUDA, 0 on the CPU).
 The machine's load average is printed before and after. Random weights: only times and
 identity mean anything (the output is noise).
 
@@ -158,7 +159,9 @@ def copies_per_chunk(step: ChunkStep, codes: Tensor, chunk: int, eager: bool) ->
             copies += 1
         elif event.name in CUDA_SYNCS:
             syncs += 1
-    return {"host_device_copies": copies, "host_syncs": syncs - (1 if cuda else 0)}
+    own = 1 if cuda else 0  # the synchronisation the measurement makes
+    return {"host_device_copies": copies, "host_syncs": max(syncs - own, 0),
+            "host_syncs_counted": syncs}
 
 
 def check_replay(step: ChunkStep, codes: Tensor, chunks: list[int]) -> dict[str, Any]:
