@@ -137,6 +137,9 @@ def test_step_refuses_bad_shapes_and_repeated_slots() -> None:
         step.run([slot, slot], zeros)
     with pytest.raises(ValueError, match="distinct"):
         step.run([slot, slot], zeros.repeat(2, 1, 1))
+    other = make_step().pool.acquire("y")  # same row number, another pool
+    with pytest.raises(ValueError, match="its own pool"):
+        step.run([other], zeros)
     with pytest.raises(ValueError, match="at least one frame"):
         step.run([slot], zeros[:, :, :0])
     assert slot.frames == 0

@@ -132,8 +132,12 @@ class ChunkStep:
         if frames < 1:
             raise ValueError("a chunk needs at least one frame")
         index = [slot.index for slot in slots]
-        if len(set(index)) != batch or min(index) < 0:
-            raise ValueError("a step needs distinct acquired slots of its pool")
+        mine = self.pool.slots
+        if len(set(index)) != batch or any(
+            not 0 <= i < len(mine) or mine[i] is not slot
+            for i, slot in zip(index, slots, strict=True)
+        ):
+            raise ValueError("a step needs distinct slots of its own pool")
         audio, replayed = self._decode(index, codes.to(torch.int64), eager)
         for slot in slots:
             slot.frames += frames
