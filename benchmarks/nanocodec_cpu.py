@@ -10,7 +10,10 @@ caches in a pool slot on the decoder's device; float32, batch 1. With ``--graphs
 chunk length is also captured as a CUDA graph (the engine's GraphRunner) and streamed by replay:
 ``graph:N`` modes beside the ``eager:N`` ones. ``--check-replay`` streams the same codes eagerly
 and by replay in the same chunking and compares them (bit-identical expected, spec §1 item 8).
-TF32 is off on CUDA (spec §6 "Numerics").
+With ``--batch B`` (B > 1) every stream mode also runs for B different streams decoded together,
+one step per chunk for all of them (``eager:4x8``, ``graph:4x8``: the stage's batched path,
+slots gathered by row index), its RTF per second of all B streams' audio. TF32 is off on CUDA
+(spec §6 "Numerics").
 
 After ``--warmup`` untimed rounds, ``--repeats`` rounds time every mode once, in rotating order
 (a busy spell on a shared machine does not land on one mode only); the device is synchronised
@@ -107,27 +110,28 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
 
 
 def pieces(codes: Tensor, chunk: int) -> list[Tensor]:
-    """codes [1, 8, T] cut into chunks of ``chunk`` frames (the last may be shorter)."""
+    """codes [B, 8, T] cut into chunks of ``chunk`` frames (the last may be shorter)."""
     return [codes[:, :, a : a + chunk] for a in range(0, codes.shape[-1], chunk)]
 
 
 def stream_once(
     step: ChunkStep, codes: Tensor, chunk: int, eager: bool
 ) -> tuple[float, float, Tensor]:
-    """(total compute s, first chunk s, audio [1, 1024·T]) of one streamed decode from a fresh
-    slot (freed after it); timings per chunk step."""
-    slot = step.pool.acquire("bench")
+    """(total compute s, first chunk s, audio [B, 1024·T]) of B = codes.shape[0] streams decoded
+    together (one step per chunk for all B) from fresh slots (freed after); timed per step."""
+    slots = [step.pool.acquire(f"bench{i}") for i in range(codes.shape[0])]
     cpu_mark = len(CPU_TIME)
     out: list[Tensor] = []
     try:
         first = total = 0.0
         for piece in pieces(codes, chunk):
-            took = timed(lambda p=piece: out.append(step.run([slot], p, eager=eager)[0]),
+            took = timed(lambda p=piece: out.append(step.run(slots, p, eager=eager)[0]),
                          step.device)
             first = first or took
             total += took
     finally:
-        step.pool.release(slot)
+        for slot in slots:
+            step.pool.release(slot)
     CPU_TIME[cpu_mark:] = [sum(CPU_TIME[cpu_mark:])]  # one entry per stream
     return total, first, torch.cat(out, dim=-1)
 
@@ -138,17 +142,18 @@ def copies_per_chunk(step: ChunkStep, codes: Tensor, chunk: int, eager: bool) ->
 
     cuda = step.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    slot = step.pool.acquire("profile")
+    slots = [step.pool.acquire(f"profile{i}") for i in range(codes.shape[0])]
     try:
         if codes.shape[-1] >= 2 * chunk:  # profile a mid-stream chunk, not the first
-            step.run([slot], codes[:, :, :chunk], eager=eager)
+            step.run(slots, codes[:, :, :chunk], eager=eager)
         second = codes[:, :, -chunk:]
         sync(step.device)
         with profile(activities=activities, record_shapes=True) as prof:
-            step.run([slot], second, eager=eager)
+            step.run(slots, second, eager=eager)
             sync(step.device)  # one device synchronisation of our own (subtracted below)
     finally:
-        step.pool.release(slot)
+        for slot in slots:
+            step.pool.release(slot)
     copies = syncs = 0
     for event in prof.events():
         if event.name == "aten::_to_copy" and not cuda and any(event.input_shapes):
@@ -165,15 +170,17 @@ def copies_per_chunk(step: ChunkStep, codes: Tensor, chunk: int, eager: bool) ->
 
 
 def check_replay(step: ChunkStep, codes: Tensor, chunks: list[int]) -> dict[str, Any]:
-    """Per chunk length: the same codes streamed eagerly and by replay, compared."""
+    """Per chunk length (and per batch of B = codes.shape[0] streams if B > 1): the same codes
+    streamed eagerly and by replay, compared."""
     out: dict[str, Any] = {}
-    for chunk in chunks:
-        eager = stream_once(step, codes, chunk, eager=True)[2]
-        replayed_before = (1, chunk) in step.graphs.graphs
-        graph = stream_once(step, codes, chunk, eager=False)[2]
-        again = stream_once(step, codes, chunk, eager=False)[2]
-        out[str(chunk)] = {
-            "captured": replayed_before,
+    batches = [codes[:1]] + ([codes] if codes.shape[0] > 1 else [])
+    for chunk, batch in ((c, b) for b in batches for c in chunks):
+        eager = stream_once(step, batch, chunk, eager=True)[2]
+        graph = stream_once(step, batch, chunk, eager=False)[2]
+        again = stream_once(step, batch, chunk, eager=False)[2]
+        rows = batch.shape[0]
+        out[f"{chunk}x{rows}" if rows > 1 else str(chunk)] = {
+            "captured": (rows, chunk) in step.graphs.graphs,
             "bit_identical": bool(torch.equal(eager, graph)),
             "max_abs_diff": float((eager.double() - graph.double()).abs().max()),
             "rerun_bit_identical": bool(torch.equal(graph, again)),
@@ -206,15 +213,21 @@ def random_weights(args: argparse.Namespace) -> tuple[DecoderConfig, dict[str, T
 def run(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     config, weights = random_weights(args)
     decoder = load_decoder(weights, config, device=device)
-    step = ChunkStep(StatePool(decoder, max_streams=2), args.chunks if args.graphs else ())
+    rows = sorted({1, args.batch})
+    step = ChunkStep(StatePool(decoder, max_streams=args.batch),
+                     args.chunks if args.graphs else (), rows)
     started = time.perf_counter()
     step.start()
     capture_s = time.perf_counter() - started
     gen = torch.Generator().manual_seed(1)
-    codes = torch.randint(0, NUM_CODES, (1, NUM_GROUPS, args.frames), generator=gen).to(device)
+    batch_codes = torch.randint(0, NUM_CODES, (args.batch, NUM_GROUPS, args.frames),
+                                generator=gen).to(device)  # (B, 8, T): B different streams
+    codes = batch_codes[:1]
     audio_s = args.frames * config.samples_per_frame / SAMPLE_RATE
-    modes = ["one_shot"] + [f"eager:{c}" for c in args.chunks]
-    modes += [f"graph:{c}" for c in args.chunks if (1, c) in step.graphs.graphs]
+    shapes = [(kind, c, r) for r in rows for kind in ("eager", "graph") for c in args.chunks
+              if kind == "eager" or (r, c) in step.graphs.graphs]
+    named = {f"{kind}:{c}" + (f"x{r}" if r > 1 else ""): (kind, c, r) for kind, c, r in shapes}
+    modes = ["one_shot", *named]
     times: dict[str, list[float]] = {m: [] for m in modes}
     cpu_times: dict[str, list[float]] = {m: [] for m in modes}
     firsts: dict[str, list[float]] = {m: [] for m in modes}
@@ -224,8 +237,8 @@ def run(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
             if mode == "one_shot":
                 took = timed(partial(decode, decoder, fsq_decode(codes)), device)
             else:
-                kind, chunk = mode.split(":")
-                took, first, _ = stream_once(step, codes, int(chunk), eager=kind == "eager")
+                kind, chunk, n = named[mode]
+                took, first, _ = stream_once(step, batch_codes[:n], chunk, eager=kind == "eager")
             if round_ >= args.warmup:
                 times[mode].append(took)
                 cpu_times[mode].append(CPU_TIME[-1])
@@ -234,15 +247,16 @@ def run(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     one_shot: dict[str, Any] = dict(summary(times["one_shot"], audio_s))
     one_shot["cpu"] = summary(cpu_times["one_shot"], audio_s)
     streamed: dict[str, Any] = {}
-    for mode in modes[1:]:
-        kind, chunk = mode.split(":")
-        row: dict[str, Any] = dict(summary(times[mode], audio_s))
-        row["cpu"] = cpu = summary(cpu_times[mode], audio_s)
-        # one-shot RTF / streamed RTF: 1.0 = streaming costs nothing extra (accept >= 0.9 at 4)
-        row["ratio_to_one_shot"] = one_shot["median_s"] / row["median_s"]
+    for mode, (kind, chunk, n) in named.items():
+        # B streams decode B times the audio: RTF per audio second of all of them
+        row: dict[str, Any] = {"streams": n, **summary(times[mode], n * audio_s)}
+        row["cpu"] = cpu = summary(cpu_times[mode], n * audio_s)
+        # one-shot RTF / streamed RTF: 1.0 = streaming costs nothing extra (accept >= 0.9 at 4);
+        # above 1 for B streams: batching pays more than streaming costs
+        row["ratio_to_one_shot"] = one_shot["rtf"] / row["rtf"]
         row["cpu_ratio_to_one_shot"] = one_shot["cpu"]["rtf"] / cpu["rtf"]
         row["ttfa_ms"] = 1e3 * statistics.median(firsts[mode])
-        row.update(copies_per_chunk(step, codes, int(chunk), eager=kind == "eager"))
+        row.update(copies_per_chunk(step, batch_codes[:n], chunk, eager=kind == "eager"))
         streamed[mode] = row
     result: dict[str, Any] = {
         "decoder": "tiny" if args.tiny else "full", "weights": "random: output is noise",
@@ -252,7 +266,7 @@ def run(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
                    "capture_s": capture_s},
     }
     if args.check_replay:
-        result["replay_vs_eager"] = check_replay(step, codes, args.chunks)
+        result["replay_vs_eager"] = check_replay(step, batch_codes, args.chunks)
     return result
 
 
@@ -261,6 +275,8 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=32, help="codec frames (21.53 per s)")
     parser.add_argument("--chunks", type=lambda s: [int(v) for v in s.split(",")],
                         default=[1, 2, 4, 8], help="stream chunk sizes, frames")
+    parser.add_argument("--batch", type=int, default=1,
+                        help="also stream this many streams in one step per chunk (B > 1)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads (see above)")

@@ -29,10 +29,12 @@ def test_dry_run_writes_one_json_with_every_figure(tmp_path: Path) -> None:
     assert "--device cuda --graphs --check-replay" in proc.stdout  # the GPU command, printed
     doc = json.loads((tmp_path / "nanocodec_gpu.json").read_text())
     assert doc["decoder"] == "tiny" and doc["facts"]["dry_run"] is True
-    assert set(doc["streamed"]) == {"eager:1", "eager:2", "eager:4", "eager:8"}  # no graph: CPU
+    # one stream and 2 streams per step at every chunk; no graph modes on a CPU
+    assert set(doc["streamed"]) == {f"eager:{c}{b}" for c in (1, 2, 4, 8) for b in ("", "x2")}
     for row in doc["streamed"].values():
         assert row["host_device_copies"] == 0 and row["host_syncs"] == 0
         assert row["rtfx"] > 0 and row["ttfa_ms"] > 0 and row["ratio_to_one_shot"] > 0
     assert all(s == "eager: device is cpu" for s in doc["graphs"]["status"].values())
+    assert set(doc["replay_vs_eager"]) == {"1", "2", "4", "8", "1x2", "2x2", "4x2", "8x2"}
     assert all(r["bit_identical"] and r["rerun_bit_identical"] and not r["captured"]
                for r in doc["replay_vs_eager"].values())
