@@ -5,9 +5,11 @@ streamed with exact causal state held on the model's device.
 Modules: `config` (decoder arguments and the per-stream cache inventory), `fsq` (token ids →
 latent, ids range-checked), `layers` (weight-normed causal conv and transposed conv, HalfSnake),
 `resblocks` (a stage's residual layer), `decoder` (the decoder, one-shot with lengths or one
-chunk of a stream), `stream` (stream state, slot pool, `decode` / `decode_chunk`), `loader`
-(strict loading with weight norm folded once, checkpoint prefixes, the full-size manifest on
-``meta``). Proven against `tests/fixtures/nanocodec/` (NeMo on tiny random weights).
-Needs torch and safetensors (the `nanocodec` extra). Not yet: the codec stage, CUDA graphs,
-MagpieTTS.
+chunk of a stream), `stream` (stream state, slot pool, `decode` / `decode_chunk`), `step` (one
+batched chunk step over pool rows, eager or a captured CUDA graph), `stage` (the engine stage:
+codes in, audio out, per-request slots), `loader` (strict loading with weight norm folded
+once, checkpoint prefixes, the full-size manifest on ``meta``). Proven against
+`tests/fixtures/nanocodec/` (NeMo on tiny random weights). Needs torch and safetensors (the
+`nanocodec` extra). Not yet: a family serving the stage (MagpieTTS or a stand-in acoustic
+stage), GPU runs of the captured step.
 """

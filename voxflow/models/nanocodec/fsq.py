@@ -75,9 +75,18 @@ def fsq_decode(
     check_tokens(tokens, lengths)
     if table is None:
         table = codebook(dtype, tokens.device)
-    batch, groups, frames = tokens.shape
-    vectors = table[tokens]  # (B, 8, T, 4)
-    latent = vectors.permute(0, 1, 3, 2).reshape(batch, groups * DIMS_PER_GROUP, frames)
-    if lengths is not None:  # (B, 32, T): group g in dims 4g..4g+3
+    latent = lookup(table, tokens)
+    if lengths is not None:
+        frames = tokens.shape[-1]
         latent = torch.where(frame_mask(lengths.to(tokens.device), frames), latent, 0.0)
     return latent
+
+
+def lookup(table: Tensor, tokens: Tensor) -> Tensor:
+    """tokens (B, 8, T) int64 already checked (`check_tokens`), on ``table``'s device → latent
+    (B, 32, T) in ``table``'s dtype, group g in dims 4g..4g+3. Reads no value on the host, so it
+    can run inside a per-chunk device step or a captured graph. An id outside 0..2015 raises an
+    IndexError on the CPU and is undefined on CUDA: check first."""
+    batch, groups, frames = tokens.shape
+    vectors = table[tokens]  # (B, 8, T, 4)
+    return vectors.permute(0, 1, 3, 2).reshape(batch, groups * DIMS_PER_GROUP, frames)

@@ -35,7 +35,8 @@ class PoolExhausted(RuntimeError):
 @dataclass(eq=False)  # identity, not tensor comparison
 class StreamState:
     """One stream slot: the caches [B, C, columns] in inventory order, frames decoded so far,
-    and the owner (request id and segment index) while acquired."""
+    the owner (request id and segment index) while acquired, and its row in its `StatePool`
+    (-1 outside a pool)."""
 
     caches: list[Tensor]
     frames: int = 0
@@ -68,6 +69,12 @@ def allocate_state(
 class StatePool:
     """``max_streams`` preallocated `StreamState` slots (batch 1 each) on the decoder's device.
 
+    Layout: one zeroed tensor per causal layer, ``layers[k]`` [max_streams + 1, C_k, P_k]; slot
+    i's caches are the row views ``layers[k][i:i+1]`` (in place: a slot's update is the pool's),
+    and the last row (`scratch_row`) belongs to no slot: padded rows of a fixed-shape batched step
+    read and write it. So a batch of slots is one gather and one scatter per layer by a row index
+    (nano-vllm's slot −1, engine-anchors.md (b) 6), or plain views when its rows are adjacent.
+
     The inventory is computed from the config and checked before anything is allocated
     (config.cache_inventory raises ValueError past its limit). Thread-safe.
     """
@@ -81,12 +88,19 @@ class StatePool:
             raise ValueError(f"decoder has {decoder.num_slots} causal layers, the inventory "
                              f"{len(self.inventory)}")
         weight = decoder.pre_conv.conv.bias
-        self.slots = [allocate_state(self.inventory, batch=1, dtype=weight.dtype,
-                                     device=weight.device) for _ in range(max_streams)]
-        for i, slot in enumerate(self.slots):
-            slot.index = i
+        # Normal tensors, not inference tensors: `reset` zeroes them outside inference mode too.
+        self.layers = [torch.zeros(max_streams + 1, s.channels, s.columns, dtype=weight.dtype,
+                                   device=weight.device) for s in self.inventory]
+        self.scratch_row = max_streams
+        self.slots = [StreamState([layer[i : i + 1] for layer in self.layers], index=i)
+                      for i in range(max_streams)]
         self._free = list(reversed(self.slots))
         self._lock = threading.Lock()
+
+    @property
+    def slot_bytes(self) -> int:
+        """Bytes of one slot's caches (747,264 full size in float32)."""
+        return sum(c.numel() * c.element_size() for c in self.slots[0].caches)
 
     @property
     def in_use(self) -> int:
