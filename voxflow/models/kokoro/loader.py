@@ -168,16 +168,20 @@ def _check_io(session: ort.InferenceSession | ArenaSession, path: Path) -> None:
         raise ValueError(f"{path}: graph outputs {outputs}, expected ['audio']")
 
 
-def load_graph(cache_dir: Path, intra_op_threads: int, inter_op_threads: int) -> KokoroGraph:
+def load_graph(cache_dir: Path, intra_op_threads: int, inter_op_threads: int,
+               spin: bool = True) -> KokoroGraph:
     """Join (if needed), verify and open the model with ONNX Runtime on the CPU.
 
+    Args:
+        spin: let the session's idle pool threads spin (off where several workers share a
+            session of more than one thread: spinning threads would take the others' cores).
     Raises:
         ValueError: bad parts, or a graph whose inputs/outputs are not Kokoro's.
         OSError: the cache folder is not writable.
     """
     tune_malloc()  # before the join: its buffers are returned with the session's
     path = ensure_model(cache_dir)
-    session = open_session(str(path), intra_op_threads, inter_op_threads)
+    session = open_session(str(path), intra_op_threads, inter_op_threads, spin)
     _check_io(session, path)
     return KokoroGraph(session, path, expected_sha256())
 

@@ -131,7 +131,8 @@ class KokoroFamily(ModelFamily):
         self.set_voices({vid: vm.voice for vid, vm in self.voice_models.items()},
                         settings.default_voice)
         self.graph: KokoroGraph = load_graph(
-            settings.cache_dir, settings.intra_op_threads, settings.inter_op_threads
+            settings.cache_dir, settings.intra_op_threads, settings.inter_op_threads,
+            spin=settings.workers == 1,  # workers sharing a many-thread session: no spinning
         )
         self.frontend = KokoroFrontend(load_vocab())
 
