@@ -82,7 +82,7 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
 ) -> MagpieModel:
-    """A ready model (eval mode) from a NeMo ``state_dict()`` (causal masks optional).
+    """A ready model (eval mode, no gradients) from a NeMo ``state_dict()`` (causal masks optional).
 
     Float tensors are cast to ``dtype`` (the fixtures' float16 values upcast exactly) and moved
     to ``device``; the int64 buffers keep their dtype. Raises `StateDictError` naming every
@@ -98,6 +98,7 @@ def load_model(
     ready = {k: v.to(device=device, dtype=dtype) if v.dtype.is_floating_point
              else v.to(device=device) for k, v in state.items()}
     module.load_state_dict(ready, strict=True, assign=True)
+    module.requires_grad_(False)
     return module.eval()
 
 
