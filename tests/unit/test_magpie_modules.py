@@ -161,3 +161,33 @@ def test_float64_forward(tag: str) -> None:
     assert max_diff(m.logits(out.output[:, -1]), x["tf_logits_last_fp64"]) < FP64_ATOL
     prior_out = teacher_forced(m, x64, x["prior"])
     assert max_diff(prior_out.output, x["tfp_decoder_out_fp64"]) < FP64_ATOL
+
+
+def test_float64_cfg_rows(tag: str) -> None:
+    m = model(tag, torch.float64)
+    x = io(tag)
+    memory, _ = m.encode_text(x["text"], x["text_lens"])
+    memory = memory[1:2, :7]
+    context, _ = m.speaker_context(torch.tensor([1]))
+    rows = torch.cat([context, m.embed_audio(x["tf_codes"])], dim=1).repeat(2, 1, 1)
+    rows[1, :5] = 0.0
+    out = m.decode(rows, x["cfg_decoder_mask"].bool(),
+                   torch.cat([memory, torch.zeros_like(memory)]), x["cfg_cond_mask"].bool())
+    hidden = out.output[:, -1]
+    assert max_diff(hidden, x["cfg_decoder_out_last_fp64"]) < FP64_ATOL
+    logits = m.logits(hidden)
+    combined = cfg_combine(logits[:1], logits[1:], 2.5)
+    assert max_diff(combined, x["cfg_logits_combined_last_fp64"]) < FP64_ATOL
+
+
+def test_bad_inputs_raise_before_any_compute(tag: str, tiny: Any) -> None:
+    """Spec §9: unknown speakers, ids outside the tables and malformed code shapes."""
+    cfg = tiny.config
+    with pytest.raises(ValueError, match=r"speaker index \[2\] outside \[0, 2\)"):
+        tiny.speaker_context(torch.tensor([2]))
+    with pytest.raises(ValueError, match="text ids must lie in"):
+        tiny.encode_text(torch.tensor([[3, cfg.text_vocab_size]]), torch.tensor([2]))
+    with pytest.raises(ValueError, match="code ids must lie in"):
+        tiny.embed_audio(torch.full((1, 8, cfg.frame_stacking), cfg.tokens_per_codebook))
+    with pytest.raises(ValueError, match="codes must be"):
+        tiny.embed_audio(torch.zeros(1, 7, cfg.frame_stacking, dtype=torch.long))
