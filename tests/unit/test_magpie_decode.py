@@ -141,3 +141,11 @@ def test_batch_of_two_matches_each_alone() -> None:
         length = int(alone.lengths[0])
         assert int(both.lengths[item]) == length
         assert torch.equal(both.codes[item, :, :length], alone.codes[0, :, :length])
+
+
+def test_frame_cap_below_one_step_is_refused() -> None:
+    m, x = model("s2"), io("s2")
+    params = replace(m.config.inference, max_decoder_steps=1)
+    with pytest.raises(ValueError, match="below one decoder step"):
+        generate(m, x["text"][:1], x["text_lens"][:1], torch.tensor([0]),
+                 DecodeOptions(params=params))

@@ -164,13 +164,18 @@ def generate(model: MagpieModel, text: Tensor, text_lens: Tensor, speakers: Tens
     """Decode codec frames for B texts: text (B, T) int64 ids (tokens + EOS), text_lens (B,),
     speakers (B,) baked speaker indices → `DecodeResult`.
 
-    Raises `ValueError` for ids or speakers out of range, or when the decoder's positions
-    (context + steps) would pass ``max_length_causal_mask``.
+    Raises `ValueError` for ids or speakers out of range, a frame cap below one decoder step
+    (``max_decoder_steps`` < S), or when the decoder's positions (context + steps) would pass
+    ``max_length_causal_mask``.
     """
     opts = options or DecodeOptions()
-    session = _Session(model, text, text_lens, speakers, opts)
-    cfg, params = model.config, session.params
+    cfg = model.config
     s = cfg.frame_stacking
+    cap = (opts.params or cfg.inference).max_decoder_steps
+    if cap < s:
+        raise ValueError(f"max_decoder_steps {cap} is below one decoder step ({s} frames)")
+    session = _Session(model, text, text_lens, speakers, opts)
+    params = session.params
     ends: dict[int, int] = {}
     produced: list[Tensor] = []
     traces: list[StepTrace] = []
