@@ -8,6 +8,7 @@ with a reason when it is absent. ``s1`` / ``s2``: frame stacking 1 and 2.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,24 @@ FP64_ATOL = 1e-11  # fp64 forward vs the *_fp64 keys
 
 need_fixtures = pytest.mark.skipif(
     not FIXTURES.is_dir(), reason=f"MagpieTTS fixtures absent: {FIXTURES} (shared checkout)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """Run a test module's tiny-model compute on one intra-op thread, restored afterwards.
+
+    The tiny decodes are thousands of small ops: on this 2-core machine under other load, two
+    spinning OpenMP threads made them up to 8x slower (65 s vs 8.6 s for three KV-cache tests).
+    Import it into a test module (autouse) to apply it there.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @cache

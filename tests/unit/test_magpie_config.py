@@ -13,7 +13,13 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from magpie_fixtures import config, header, need_fixtures, state_dict  # noqa: E402
+from magpie_fixtures import (  # noqa: E402
+    config,
+    header,
+    need_fixtures,
+    one_torch_thread,  # noqa: F401 (autouse)
+    state_dict,
+)
 
 from voxflow.models.magpie.config import (  # noqa: E402
     InferenceConfig,

@@ -26,6 +26,7 @@ from magpie_fixtures import (  # noqa: E402
     max_diff,
     model,
     need_fixtures,
+    one_torch_thread,  # noqa: F401 (autouse)
 )
 
 from voxflow.models.magpie.generate import DecodeOptions, DecodeResult, generate  # noqa: E402

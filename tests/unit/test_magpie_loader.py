@@ -12,7 +12,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from magpie_fixtures import FIXTURES, TAGS, config, need_fixtures, state_dict  # noqa: E402
+from magpie_fixtures import (  # noqa: E402
+    FIXTURES,
+    TAGS,
+    config,
+    need_fixtures,
+    one_torch_thread,  # noqa: F401 (autouse)
+    state_dict,
+)
 
 from voxflow.models.magpie.loader import (  # noqa: E402
     StateDictError,

@@ -9,7 +9,15 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from magpie_fixtures import LOGIT_ATOL, TAGS, io, max_diff, model, need_fixtures  # noqa: E402
+from magpie_fixtures import (  # noqa: E402
+    LOGIT_ATOL,
+    TAGS,
+    io,
+    max_diff,
+    model,
+    need_fixtures,
+    one_torch_thread,  # noqa: F401 (autouse)
+)
 
 from voxflow.models.magpie.local_transformer import (  # noqa: E402
     sample_codes,

@@ -21,6 +21,7 @@ from magpie_fixtures import (  # noqa: E402
     max_diff,
     model,
     need_fixtures,
+    one_torch_thread,  # noqa: F401 (autouse)
 )
 
 from voxflow.models.magpie.prior import PriorTracker  # noqa: E402
