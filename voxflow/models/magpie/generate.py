@@ -76,6 +76,12 @@ class DecodeResult:
     steps: int
     trace: list[StepTrace] = field(default_factory=list)
 
+    def item_codes(self, item: int) -> Tensor:
+        """The frames of ``item`` to hand to the codec: (C, n) int64, n = min(length, T),
+        audio ids only (every frame before an item's first EOS frame; spec §7.4 item 6)."""
+        n = min(int(self.lengths[item]), self.codes.shape[-1])
+        return self.codes[item, :, :n]
+
 
 class _Session:
     """The state of one decode: text memory, context rows, history, cache, prior."""
