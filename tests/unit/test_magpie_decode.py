@@ -153,3 +153,16 @@ def test_frame_cap_below_one_step_is_refused() -> None:
     with pytest.raises(ValueError, match="below one decoder step"):
         generate(m, x["text"][:1], x["text_lens"][:1], torch.tensor([0]),
                  DecodeOptions(params=params))
+
+
+@pytest.mark.parametrize("tag", TAGS)
+def test_without_the_local_transformer_greedy_keeps_the_argmax_codes(tag: str) -> None:
+    """NeMo's parallel path (no LT): greedy, the kept codes are the masked argmax codes, and
+    the decoder hidden states of the first step equal the LT run's (same inputs)."""
+    result = run(tag, "greedy_cfg_prior_min4", use_local_transformer=False, trace=True)
+    for step in result.trace:
+        assert torch.equal(step.lt_codes, step.argmax_codes)
+    with_lt = run(tag, "greedy_cfg_prior_min4", trace=True)
+    assert torch.equal(result.trace[0].hidden_last, with_lt.trace[0].hidden_last)
+    again = run(tag, "greedy_cfg_prior_min4", use_local_transformer=False)
+    assert torch.equal(result.codes, again.codes)

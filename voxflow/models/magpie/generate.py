@@ -32,7 +32,13 @@ from voxflow.models.magpie.config import MIN_DECODER_STEPS, InferenceConfig
 from voxflow.models.magpie.local_transformer import sample_codes
 from voxflow.models.magpie.model import MagpieModel
 from voxflow.models.magpie.prior import PriorTracker, alignment_scores
-from voxflow.models.magpie.sampling import Chooser, argmax_codes, cfg_combine, end_frame
+from voxflow.models.magpie.sampling import (
+    Chooser,
+    argmax_codes,
+    cfg_combine,
+    end_frame,
+    parallel_codes,
+)
 from voxflow.models.magpie.transformer import KVCache
 
 
@@ -40,10 +46,13 @@ from voxflow.models.magpie.transformer import KVCache
 class DecodeOptions:
     """Per-request choices. ``params`` None: the model config's `InferenceConfig`.
     ``greedy``: argmax everywhere (byte-identical reruns); else top-k / temperature sampling
-    from a generator seeded with ``seed``. ``trace`` keeps per-step tensors in the result."""
+    from a generator seeded with ``seed``. ``use_local_transformer`` False: each slot chosen
+    from the ``final_proj`` logits independently (NeMo's parallel sampling, spec §7.4 item 3).
+    ``trace`` keeps per-step tensors in the result."""
 
     params: InferenceConfig | None = None
     use_cfg: bool = True
+    use_local_transformer: bool = True
     greedy: bool = True
     seed: int = 0
     kv_cache: bool = True
@@ -52,8 +61,9 @@ class DecodeOptions:
 
 @dataclass
 class StepTrace:
-    """One step's tensors (B items, R = 2B rows with CFG): ``lt_codes`` and ``argmax_codes``
-    (B, C, S) int64, ``hidden_last`` (R, D), ``logits`` (B, C·S·V) CFG-combined ``final_proj``
+    """One step's tensors (B items, R = 2B rows with CFG): ``lt_codes`` (the kept codes: from
+    the LT, or the parallel choice without it) and ``argmax_codes`` (B, C, S) int64,
+    ``hidden_last`` (R, D), ``logits`` (B, C·S·V) CFG-combined ``final_proj``
     logits at the last position (before any masking), ``prior`` (R, 1, Tm) used or None."""
 
     lt_codes: Tensor
@@ -155,12 +165,17 @@ class _Session:
             attended = self.tracker.advance(scores)
             self.prior = self.tracker.prior(attended, self.rows, self.memory.shape[1])
         forbid = step * cfg.frame_stacking < params.min_generated_frames
-        lt = sample_codes(self.model, hidden, use_cfg=self.opts.use_cfg,
-                          cfg_scale=params.cfg_scale, forbid_eos=forbid, chooser=self.chooser)
+        if self.opts.use_local_transformer:
+            codes = sample_codes(self.model, hidden, use_cfg=self.opts.use_cfg,
+                                 cfg_scale=params.cfg_scale, forbid_eos=forbid,
+                                 chooser=self.chooser).codes
+        else:
+            codes = parallel_codes(logits, cfg.num_codebooks, cfg.frame_stacking,
+                                   cfg.codebook_size, forbid, self.chooser)
         argmax = argmax_codes(logits, cfg.num_codebooks, cfg.frame_stacking,
                               cfg.codebook_size, forbid)
-        self.history = torch.cat([self.history, lt.codes], dim=-1)
-        return StepTrace(lt_codes=lt.codes, argmax_codes=argmax, hidden_last=hidden,
+        self.history = torch.cat([self.history, codes], dim=-1)
+        return StepTrace(lt_codes=codes, argmax_codes=argmax, hidden_last=hidden,
                          logits=logits, prior=prior_used)
 
 

@@ -72,6 +72,19 @@ def argmax_codes(logits: Tensor, num_codebooks: int, frame_stacking: int, codebo
     return cleared.argmax(dim=-1).transpose(1, 2)
 
 
+def parallel_codes(logits: Tensor, num_codebooks: int, frame_stacking: int,
+                   codebook_size: int, forbid_eos: bool, chooser: Chooser) -> Tensor:
+    """Codes without the local transformer (NeMo ``sample_codes_from_logits``): every slot of
+    the CFG-combined ``final_proj`` logits (B, C·S·V) chosen independently → (B, C, S) int64.
+    Greedy, this equals `argmax_codes`."""
+    b = logits.shape[0]
+    v = codebook_size + SPECIAL_TOKENS
+    cleared = clear_forbidden(logits.view(b, frame_stacking * num_codebooks, v), codebook_size,
+                              forbid_eos)
+    picked = [chooser(cleared[:, k]) for k in range(frame_stacking * num_codebooks)]
+    return torch.stack(picked, dim=1).view(b, frame_stacking, num_codebooks).transpose(1, 2)
+
+
 def eos_frame(codes: Tensor, eos: int, method: str) -> int | None:
     """The first frame of a stack that ends the item: codes (C, S) → frame index or None.
     ``method``'s suffix: ``any`` (any codebook is EOS), ``all`` (every codebook), ``zero_cb``
