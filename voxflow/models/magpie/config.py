@@ -101,6 +101,7 @@ class TransformerConfig:
 
     @property
     def sa_d_head(self) -> int:
+        """Self-attention head width, ``d_model // sa_n_heads``."""
         return self.d_model // self.sa_n_heads
 
     @classmethod
@@ -237,22 +238,27 @@ class MagpieConfig:
     # ---- derived ids and sizes (NeMo derives every special id as codebook_size + k) ----
     @property
     def tokens_per_codebook(self) -> int:
+        """V: rows of each audio table and logits per slot, codebook_size + 8."""
         return self.codebook_size + SPECIAL_TOKENS
 
     @property
     def audio_bos(self) -> int:
+        """Audio BOS id, codebook_size + 0 (2016 full size)."""
         return self.codebook_size
 
     @property
     def audio_eos(self) -> int:
+        """Audio EOS id, codebook_size + 1 (2017 full size)."""
         return self.codebook_size + 1
 
     @property
     def text_bos(self) -> int:
+        """Text BOS id, vocab − 2 (NeMo appends it; unused at inference)."""
         return self.text_vocab_size - 2
 
     @property
     def text_eos(self) -> int:
+        """Text EOS id, vocab − 1: ends every text input (spec §7.3)."""
         return self.text_vocab_size - 1
 
     @property

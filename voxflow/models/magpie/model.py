@@ -54,10 +54,12 @@ class MagpieModel(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
+        """The float dtype the weights were loaded in."""
         return self.final_proj.weight.dtype
 
     @property
     def device(self) -> torch.device:
+        """The device holding the weights."""
         return self.final_proj.weight.device
 
     def encode_text(self, text: Tensor, text_lens: Tensor) -> tuple[Tensor, Tensor]:

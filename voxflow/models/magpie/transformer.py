@@ -49,6 +49,7 @@ class KVCache:
 
     @classmethod
     def empty(cls, n_layers: int) -> KVCache:
+        """A cache with nothing processed yet."""
         return cls(layers=[LayerCache() for _ in range(n_layers)])
 
 
