@@ -198,3 +198,24 @@ def test_bad_input_is_refused_before_any_audio():
             return errors
 
     assert asyncio.run(main()) == ["voice_not_found", "empty_input", "no_speakable_text"]
+
+
+def test_a_speed_other_than_1_stretches_each_whole_segment():
+    settings = _settings(greedy=True)
+
+    async def main():
+        async with _running(settings) as (engine, _):
+            out = {}
+            for speed in (1.0, 2.0, 2.0):
+                request = SpeechRequest("magpie", TEXT, "random-0", speed=speed)
+                out.setdefault(speed, []).append(await engine.submit(request).collect())
+            return out
+
+    out = asyncio.run(main())
+    plain = out[1.0][0]
+    fast, again = out[2.0]
+    assert len(fast) == 2  # one chunk per segment: each decoded whole, then stretched
+    want = sum(round(n / 2) for n in (24 * SPF, 24 * SPF))  # both segments hit max_frames
+    assert sum(c.samples.size for c in plain) == 48 * SPF
+    assert sum(c.samples.size for c in fast) == want
+    assert _digest(fast) == _digest(again)

@@ -2,7 +2,8 @@
 
 Stages (`stages.py`): `frontend` (text -> stand-in text ids per sentence), `acoustic`
 (autoregressive MagpieTTS generation, frames handed on in parts of `codec_chunk_frames`) and
-`codec` (`NanoCodecStage`: exact streaming decode, one state slot per segment, 22,050 Hz).
+`codec` (`NanoCodecStage`: exact streaming decode, one state slot per segment, 22,050 Hz; a
+segment at a speed other than 1 is decoded whole and time-stretched).
 
 Only random weights exist (spec §0), so everything served is noise and says so (spec §8.3),
 as the CosyVoice3 family does: a WARNING at load and per request, voice ids `random-N` (the
@@ -17,10 +18,13 @@ import logging
 
 from voxflow.models.base import ModelFamily, Voice
 from voxflow.models.magpie.settings import MagpieSettings
-from voxflow.models.magpie.stages import MagpieAcousticStage, MagpieFrontendStage
+from voxflow.models.magpie.stages import (
+    MagpieAcousticStage,
+    MagpieCodecStage,
+    MagpieFrontendStage,
+)
 from voxflow.models.magpie.weights import StandInTokenizer, load_acoustic, load_codec
 from voxflow.models.nanocodec.config import SAMPLE_RATE
-from voxflow.models.nanocodec.stage import NanoCodecStage
 from voxflow.models.nanocodec.stream import StatePool
 from voxflow.stages.stage import Stage
 
@@ -51,7 +55,7 @@ class MagpieFamily(ModelFamily):
         self._speakers = {f"{VOICE_PREFIX}{i}": i for i in range(config.baked_speakers)}
         voices = {vid: Voice(vid, LANGUAGE, SAMPLE_RATE, self.family) for vid in self._speakers}
         self.set_voices(voices, settings.default_voice or f"{VOICE_PREFIX}0")
-        self.codec = NanoCodecStage(
+        self.codec = MagpieCodecStage(
             StatePool(self.decoder, settings.codec_max_streams),
             chunk_frames=settings.codec_chunk_frames,
             capture_chunk_frames=settings.codec_capture_chunk_frames,

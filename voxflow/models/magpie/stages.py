@@ -5,12 +5,16 @@
                                    and self K/V, code history, prior state, its generator);
                                    one decoder step (S codec frames) per engine step; hands
                                    the kept frames on in parts of `codec_chunk_frames`
-    codec (NanoCodecStage)         streams each part's chunks through its causal state slot
+    codec (MagpieCodecStage)       `NanoCodecStage`: streams each part's chunks through its
+                                   causal state slot; a segment at a speed other than 1
+                                   arrives whole and is time-stretched (pitch kept)
 
 So audio leaves while the segment is still being generated: the codec decodes a chunk as soon
 as the acoustic stage has produced `codec_chunk_frames` frames. The codec's chunking depends
 only on the codes (`voxflow.models.nanocodec.stage`), and the codes only on text, voice, seed
-and settings: the HTTP `stream` flag changes nothing.
+and settings: the HTTP `stream` flag changes nothing. MagpieTTS has no duration control, so a
+segment whose speed is not 1 is handed on as one final part and its audio is stretched by
+`voxflow.audio.stretch.time_stretch` (offline Rubber Band, the same bytes for the same input).
 
 Randomness (spec §8.3): with `greedy` every choice is an argmax; otherwise a segment samples
 from its own `torch.Generator` seeded from (request seed, segment index), never shared across
@@ -30,12 +34,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from voxflow.audio.stretch import time_stretch
 from voxflow.models.base import TextFrontendStage
 from voxflow.models.cosyvoice3.stages import segment_seed
 from voxflow.models.magpie.generate import DecodeOptions, DecodeSession
 from voxflow.models.magpie.sampling import end_frame
+from voxflow.models.nanocodec.config import SAMPLE_RATE
+from voxflow.models.nanocodec.stage import NanoCodecStage
 from voxflow.stages.autoregressive import AutoregressiveStage, Step
 from voxflow.stages.items import StageBatch, StageItem
+from voxflow.stages.outputs import Audio, StageOutput
 from voxflow.text.document import SpeechDocument, TextRun
 from voxflow.text.segment import segment_text
 
@@ -89,9 +97,12 @@ class AcousticSegment:
         session: the MagpieTTS decode of this one text (batch 1; CFG rows inside).
         frames: codec frames kept so far (before any EOS frame).
         pending: kept frames not handed on yet, each (8, k) int64 ids 0..2015 on the host.
+        whole: hand every frame on with the last step (a speed other than 1: the codec stage
+            stretches the whole segment).
     """
 
     session: DecodeSession
+    whole: bool = False
     frames: int = 0
     pending: list[np.ndarray] = field(default_factory=list)
 
@@ -143,7 +154,7 @@ class MagpieAcousticStage(AutoregressiveStage[AcousticSegment]):
         with torch.inference_mode():
             session = DecodeSession(model, ids, torch.tensor([ids.shape[1]], device=device),
                                     speaker, opts)
-        return AcousticSegment(session)
+        return AcousticSegment(session, whole=item.speed != 1.0)
 
     def step(self, batch: StageBatch,
              states: Sequence[AcousticSegment]) -> list[Step | BaseException]:
@@ -173,7 +184,8 @@ class MagpieAcousticStage(AutoregressiveStage[AcousticSegment]):
                 if end is None:
                     self.truncations += 1
             return Step(emit=state.take(), done=True)
-        if state.pending_frames() >= self._family.settings.codec_chunk_frames:
+        if not state.whole and \
+                state.pending_frames() >= self._family.settings.codec_chunk_frames:
             return Step(emit=state.take())
         return Step()
 
@@ -192,3 +204,19 @@ class MagpieAcousticStage(AutoregressiveStage[AcousticSegment]):
     def health(self) -> dict[str, Any]:
         with self._lock:
             return {"segments": self.segments, "truncated_at_max_frames": self.truncations}
+
+
+class MagpieCodecStage(NanoCodecStage):
+    """`NanoCodecStage` plus speed: the final part of a segment whose speed is not 1 (which
+    holds the whole segment, `AcousticSegment.whole`) comes out time-stretched by that speed
+    (``round(N / speed)`` samples, pitch kept). Other items are exactly `NanoCodecStage`'s."""
+
+    def run(self, batch: StageBatch) -> list[StageOutput]:
+        outputs = super().run(batch)
+        for i, (item, out) in enumerate(zip(batch, outputs, strict=True)):
+            if item.speed != 1.0 and item.final and isinstance(out, Audio) and out.samples.size:
+                try:
+                    outputs[i] = Audio(time_stretch(out.samples, SAMPLE_RATE, item.speed))
+                except Exception as exc:  # noqa: BLE001 (that item's request fails alone)
+                    outputs[i] = exc
+        return outputs
