@@ -75,6 +75,10 @@ def _synthesize(settings, text: str = TEXT, seed: int | None = None, voice: str 
             gauges = {(n, s): _gauge(engine, n, s)
                       for n in ("voxflow_stage_states", "voxflow_stage_state_bytes")
                       for s in ("acoustic", "codec")}
+            for event in ("segments", "truncated_at_max_frames"):
+                gauges[("events", event)] = engine.metrics.registry.get_sample_value(
+                    "voxflow_stage_events_total",
+                    {"model": "magpie", "stage": "acoustic", "event": event})
             return chunks, family, engine.health(), gauges
 
     return asyncio.run(main())
@@ -128,7 +132,9 @@ def test_a_request_streams_in_chunks_equal_to_the_offline_decode(caplog):
     got = np.concatenate([c.samples for c in chunks])
     assert got.shape == np.concatenate(want).shape
     assert float(np.abs(got - np.concatenate(want)).max()) <= FP32
-    assert set(gauges.values()) == {0.0}
+    assert {k: v for k, v in gauges.items() if k[0] != "events"} == dict.fromkeys(
+        [(n, s) for n in ("voxflow_stage_states", "voxflow_stage_state_bytes")
+         for s in ("acoustic", "codec")], 0.0)
 
 
 def test_greedy_reruns_are_byte_identical_and_seeds_repeat_samples():
@@ -178,10 +184,12 @@ def test_client_leaving_mid_stream_frees_acoustic_caches_and_codec_slots():
 
 
 def test_a_segment_without_eos_stops_at_max_frames_and_is_counted():
-    chunks, _, health, _ = _synthesize(_settings(greedy=True, max_frames=6), text="Hi.")
+    chunks, _, health, gauges = _synthesize(_settings(greedy=True, max_frames=6), text="Hi.")
     assert sum(c.samples.size for c in chunks) == 6 * SPF
     assert health["models"]["magpie"]["stages"]["acoustic"] == {
         "segments": 1, "truncated_at_max_frames": 1}
+    assert gauges[("events", "segments")] == 1
+    assert gauges[("events", "truncated_at_max_frames")] == 1
 
 
 def test_bad_input_is_refused_before_any_audio():

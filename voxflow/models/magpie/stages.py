@@ -128,7 +128,8 @@ class MagpieAcousticStage(AutoregressiveStage[AcousticSegment]):
 
     Payload in: `TextSegment`. Parts out: (8, k) int64 codec ids 0..2015 (k ≥ 0), handed on
     whenever at least `codec_chunk_frames` frames are pending, the rest with the segment's
-    last step (EOS, or `max_frames` reached: counted in `truncations`). Errors fail the
+    last step (EOS, or `max_frames` reached: counted in `events`, on ``/metrics`` and
+    ``/health``). Errors fail the
     segment's request alone: `ValueError` for ids or a speaker out of range, or positions past
     the decoder's.
     """
@@ -201,9 +202,13 @@ class MagpieAcousticStage(AutoregressiveStage[AcousticSegment]):
                                                         layer.cross_k, layer.cross_v))
         return total
 
-    def health(self) -> dict[str, Any]:
+    def events(self) -> dict[str, int]:
+        """Segments finished, and those cut at ``max_frames`` without EOS (spec §9)."""
         with self._lock:
             return {"segments": self.segments, "truncated_at_max_frames": self.truncations}
+
+    def health(self) -> dict[str, Any]:
+        return dict(self.events())
 
 
 class MagpieCodecStage(NanoCodecStage):
