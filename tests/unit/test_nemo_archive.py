@@ -11,6 +11,7 @@ import io
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -21,9 +22,11 @@ from magpie_fixtures import one_torch_thread  # noqa: E402,F401 (autouse fixture
 from nanocodec_fixtures import tensors as codec_tensors  # noqa: E402
 
 from voxflow.models.magpie.config import MagpieConfig, checkpoint_sizes  # noqa: E402
+from voxflow.models.magpie.family import MagpieFamily  # noqa: E402
 from voxflow.models.magpie.generate import DecodeOptions, generate  # noqa: E402
 from voxflow.models.magpie.loader import load_model  # noqa: E402
 from voxflow.models.magpie.settings import MagpieSettings  # noqa: E402
+from voxflow.models.magpie.stages import TextSegment  # noqa: E402
 from voxflow.models.magpie.weights import tiny_config, tiny_random_state_dict  # noqa: E402
 from voxflow.models.nanocodec.config import DecoderConfig  # noqa: E402
 from voxflow.models.nanocodec.fsq import fsq_decode  # noqa: E402
@@ -34,6 +37,7 @@ from voxflow.models.nemo_archive import (  # noqa: E402
     nanocodec_config,
     read_nemo,
 )
+from voxflow.stages.items import RequestInfo, StageBatch, StageItem  # noqa: E402
 
 
 class _NotAWeight:
@@ -92,7 +96,8 @@ def test_a_magpie_archive_loads_into_the_same_model(tmp_path):
     assert torch.equal(generate(model, *args).codes, generate(original, *args).codes)
 
 
-def test_a_nanocodec_archive_loads_the_decoder_and_checks_its_quantizer(tmp_path):
+def _codec_archive(path: Path) -> Path:
+    """The NeMo-made tiny decoder as a NanoCodec ``.nemo`` (gzip, weights wrapped)."""
     module_state = codec_tensors("tiny_decoder_state_dict.safetensors")
     checkpoint = {f"audio_decoder.{k}": v for k, v in module_state.items()}
     for g in range(8):
@@ -105,11 +110,15 @@ def test_a_nanocodec_archive_loads_the_decoder_and_checks_its_quantizer(tmp_path
         "_target_": "nemo.collections.tts.modules.audio_codec_modules.CausalHiFiGANDecoder",
         "up_sample_rates": [8, 3, 2, 2], "base_channels": 80, "input_dim": 32,
         "activation": "half_snake", "output_activation": "clamp"}}
-    path = _archive(tmp_path / "codec.nemo", {
+    return _archive(path, {
         "model_config.yaml": yaml.safe_dump(cfg).encode(),
         "model_weights.ckpt": _save({"state_dict": checkpoint}),  # wrapped: unwrapped on read
     }, mode="w:gz")
-    archive = read_nemo(path)
+
+
+def test_a_nanocodec_archive_loads_the_decoder_and_checks_its_quantizer(tmp_path):
+    module_state = codec_tensors("tiny_decoder_state_dict.safetensors")
+    archive = read_nemo(_codec_archive(tmp_path / "codec.nemo"))
     config = DecoderConfig.from_dict(nanocodec_config(archive.config))
     assert config == DecoderConfig.tiny()
     decoder_state, quantizer = split_checkpoint(archive.state_dict)
@@ -143,3 +152,36 @@ def test_broken_archives_are_named(tmp_path):
         read_nemo(tmp_path / "absent.nemo")
     with pytest.raises(NemoArchiveError, match="audio_decoder"):
         nanocodec_config({"sample_rate": 22050})
+
+
+def test_the_magpie_family_serves_a_codec_archive(tmp_path):
+    path = _codec_archive(tmp_path / "codec.nemo")
+    with pytest.raises(ValueError, match="neither"):
+        MagpieSettings(codec_weights=tmp_path / "absent.nemo")
+
+    def render(codec_weights) -> tuple[str, bytes]:
+        family = MagpieFamily("magpie", MagpieSettings(codec_weights=codec_weights,
+                                                       greedy=True, max_frames=8))
+        frontend, acoustic, codec = family.stages()
+        info = RequestInfo("r", "magpie", "random-0", "en", 0, True)
+        item = StageItem(info, 0, TextSegment("Hi.", family.tokenizer.encode("Hi.")))
+        state = acoustic.open_state(item)
+        codes = []
+        step = 0
+        while True:
+            result = acoustic.step(StageBatch.of([item], step=(step,)), [state])[0]
+            step += 1
+            if result.emit is not None:
+                codes.append(result.emit)
+            if result.done:
+                break
+        acoustic.close_state(state)
+        part = StageItem(info, 0, np.concatenate(codes, axis=1), final=True)
+        audio = codec.run(StageBatch.of([part]))[0]
+        codec.close()
+        return family.random_weights_note(), audio.samples.tobytes()
+
+    note, from_archive = render(path)
+    assert note == "random (tiny_random acoustic, codec.nemo codec): output is noise, not speech"
+    assert len(from_archive) == 8 * 96 * 4
+    assert from_archive == render("tiny_fixture")[1]  # the same decoder, the same bytes

@@ -15,6 +15,7 @@ speak``.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from voxflow.models.base import ModelFamily, Voice
 from voxflow.models.magpie.settings import MagpieSettings
@@ -71,8 +72,8 @@ class MagpieFamily(ModelFamily):
 
     def random_weights_note(self) -> str:
         s = self.settings
-        return (f"random ({s.acoustic} acoustic, {s.codec_weights} codec): output is noise, "
-                "not speech")
+        codec = s.codec_weights.name if isinstance(s.codec_weights, Path) else s.codec_weights
+        return f"random ({s.acoustic} acoustic, {codec} codec): output is noise, not speech"
 
     def stages(self) -> list[Stage]:
         return [self.frontend, self.acoustic_stage, self.codec]

@@ -96,7 +96,7 @@ class DecodeResult:
 class DecodeSession:
     """The state of one decode of B texts, stepped by `step` (`generate` loops it; the
     family's acoustic stage steps one segment's session per engine step): text memory
-    (B or 2B rows with CFG), baked context rows, the code history (B, C, 1 + n)·S int64
+    (B or 2B rows with CFG), baked context rows, the code history (B, C, S·(1 + n)) int64
     starting with a BOS stack, the decoder's `KVCache` (None without ``kv_cache``), the
     prior tracker and the code chooser (its generator seeded with ``opts.seed``).
     Raises `ValueError` for text ids or speakers out of range."""

@@ -48,11 +48,13 @@ class MagpieSettings(BaseModel):
         description="Codec frames per decoder step of the `tiny_random` model (1: the older "
         "revision's layout, 2: the newer one's, spec §7.1).",
     )
-    codec_weights: Literal["tiny_fixture", "full_random"] = Field(
+    codec_weights: Literal["tiny_fixture", "full_random"] | Path = Field(
         "tiny_fixture",
         description='`"tiny_fixture"`: the tiny NanoCodec decoder made by NeMo (96 samples per '
         'frame, `codec_fixtures_dir`); `"full_random"`: the full-size decoder (1024 samples '
-        "per frame) with random values. Both give noise.",
+        "per frame) with random values; or a NanoCodec `.nemo` file (its `model_config.yaml` "
+        "gives the decoder's sizes; keys and FSQ buffers checked at start-up). With the "
+        "random acoustic model the output is noise whatever the codec.",
     )
     codec_fixtures_dir: Path | None = Field(
         None,
@@ -158,6 +160,9 @@ class MagpieSettings(BaseModel):
                 > TINY_DECODER_POSITIONS:
             raise ValueError(f"max_frames {self.max_frames} passes the decoder's "
                              f"{TINY_DECODER_POSITIONS} positions")
+        if isinstance(self.codec_weights, Path) and not self.codec_weights.is_file():
+            raise ValueError(f'codec_weights: "{self.codec_weights}" is neither "tiny_fixture", '
+                             '"full_random" nor an existing .nemo file')
         if self.codec_fixtures_dir is not None and not self.codec_fixtures_dir.is_dir():
             raise ValueError(f"codec_fixtures_dir {self.codec_fixtures_dir} is not a directory")
         check_first_segment(self.first_segment_chars, self.max_segment_chars)

@@ -6,8 +6,8 @@ and the stand-in text tokenizer. Only random weights exist here, so:
   with 1 × 16 cross-attention, LT 1 layer hidden 16, 2 baked speakers × 5 frames, text
   vocabulary 20), its state dict in NeMo's key layout with random values, loaded through the
   strict loader like a checkpoint would be;
-- `load_codec`: the NeMo-made tiny NanoCodec decoder of the fixtures, or the full-size one with
-  random values;
+- `load_codec`: the NeMo-made tiny NanoCodec decoder of the fixtures, the full-size one with
+  random values, or a NanoCodec ``.nemo`` archive;
 - `StandInTokenizer`: the Magpie tokenizers are missing (spec §0), so text ids come from a
   stand-in: one id per character, ``ord(ch) % (vocab − 2)``, then the text EOS.
 """
@@ -29,7 +29,8 @@ from voxflow.models.magpie.settings import (
 )
 from voxflow.models.nanocodec.config import DecoderConfig
 from voxflow.models.nanocodec.decoder import NanoCodecDecoder
-from voxflow.models.nanocodec.loader import load_decoder, random_state_dict
+from voxflow.models.nanocodec.loader import load_decoder, random_state_dict, split_checkpoint
+from voxflow.models.nemo_archive import nanocodec_config, read_nemo
 
 NUM_CODEBOOKS = 8  # NanoCodec's FSQ groups (spec §2)
 CODEBOOK_SIZE = 2016
@@ -91,12 +92,23 @@ def load_acoustic(settings: MagpieSettings) -> MagpieModel:
 def load_codec(settings: MagpieSettings) -> NanoCodecDecoder:
     """The NanoCodec decoder of ``settings`` (float32, weight norm folded) on its device.
 
+    A ``.nemo`` path is read with `voxflow.models.nemo_archive.read_nemo`: the decoder's sizes
+    from its config's ``audio_decoder`` section, the weights split and checked by
+    `nanocodec.loader.split_checkpoint` (``audio_decoder.`` keys, FSQ buffers).
+
     Raises:
         FileNotFoundError: `tiny_fixture` and no ``tiny_decoder_state_dict.safetensors``.
-        StateDictError: the file does not hold the tiny decoder's 311 tensors.
+        StateDictError: the weights do not match the decoder (every key named).
+        NemoArchiveError: an unreadable archive or config.
+        ValueError, TypeError: decoder settings the decoder does not support.
     """
     device = torch.device(settings.device)
     prepack = device.type == "cpu"
+    if isinstance(settings.codec_weights, Path):
+        archive = read_nemo(settings.codec_weights)
+        config = DecoderConfig.from_dict(nanocodec_config(archive.config))
+        state, _ = split_checkpoint(archive.state_dict)
+        return load_decoder(state, config, device=device, prepack=prepack)
     if settings.codec_weights == "full_random":
         config = DecoderConfig()
         return load_decoder(random_state_dict(config), config, device=device, prepack=prepack)
