@@ -25,9 +25,9 @@ from voxflow.config import load_settings  # noqa: E402
 from voxflow.engine.engine import Engine  # noqa: E402
 from voxflow.engine.request import SpeechRequest  # noqa: E402
 from voxflow.errors import InvalidRequestError  # noqa: E402
-from voxflow.models.cosyvoice3.stages import segment_seed  # noqa: E402
 from voxflow.models.magpie.generate import DecodeOptions, generate  # noqa: E402
 from voxflow.models.magpie.settings import MagpieSettings  # noqa: E402
+from voxflow.models.magpie.stages import segment_seed  # noqa: E402
 from voxflow.models.magpie.weights import StandInTokenizer  # noqa: E402
 from voxflow.models.nanocodec.fsq import fsq_decode  # noqa: E402
 from voxflow.models.nanocodec.stream import decode  # noqa: E402
@@ -145,6 +145,24 @@ def test_greedy_reruns_are_byte_identical_and_seeds_repeat_samples():
     assert first == again and first != other
 
 
+def test_serving_magpie_imports_no_other_family():
+    import subprocess
+    import sys
+
+    code = ("import sys; from voxflow.models.registry import family_class; "
+            "family_class('magpie'); "
+            "print(' '.join(m for m in sys.modules if m.startswith('voxflow.models.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    others = {m.split(".")[2] for m in out} - {"magpie", "nanocodec", "base", "registry",
+                                                "nemo_archive", "shared_settings",
+                                                "cosyvoice3"}
+    assert not others
+    # of CosyVoice3 only the strict state-dict check the loaders share (no stages, no LM)
+    assert {m for m in out if m.startswith("voxflow.models.cosyvoice3")} <= {
+        "voxflow.models.cosyvoice3", "voxflow.models.cosyvoice3.loader"}
+
+
 def test_sampling_uses_a_generator_per_segment_seeded_from_the_request():
     settings = _settings(greedy=False)
     chunks, family, _, _ = _synthesize(settings, text="One sentence only.", seed=11)
@@ -227,3 +245,18 @@ def test_a_speed_other_than_1_stretches_each_whole_segment():
     assert sum(c.samples.size for c in plain) == 48 * SPF
     assert sum(c.samples.size for c in fast) == want
     assert _digest(fast) == _digest(again)
+
+
+def test_frame_stacking_2_with_the_full_size_random_codec():
+    settings = _settings(greedy=True, frame_stacking=2, codec_weights="full_random",
+                         max_frames=8, codec_chunk_frames=4)
+    chunks, family, health, _ = _synthesize(settings, text="Hi.")
+    assert family.acoustic.config.frame_stacking == 2
+    assert family.describe()["samples_per_frame"] == 1024
+    assert "full_random codec" in health["models"]["magpie"]["weights"]
+    ids = torch.from_numpy(family.tokenizer.encode("Hi."))[None]
+    result = generate(family.acoustic, ids, torch.tensor([ids.shape[1]]), torch.tensor([0]),
+                      DecodeOptions(greedy=True))
+    frames = result.item_codes(0).shape[1]
+    assert sum(c.samples.size for c in chunks) == frames * 1024
+    assert len(chunks) == -(-frames // 4)  # one chunk per 4 frames, the last maybe shorter

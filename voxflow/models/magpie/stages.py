@@ -36,7 +36,6 @@ from torch import Tensor
 
 from voxflow.audio.stretch import time_stretch
 from voxflow.models.base import TextFrontendStage
-from voxflow.models.cosyvoice3.stages import segment_seed
 from voxflow.models.magpie.generate import DecodeOptions, DecodeSession
 from voxflow.models.magpie.sampling import end_frame
 from voxflow.models.nanocodec.config import SAMPLE_RATE
@@ -51,6 +50,14 @@ if TYPE_CHECKING:
     from voxflow.models.magpie.family import MagpieFamily
 
 log = logging.getLogger(__name__)
+
+
+def segment_seed(seed: int, segment: int) -> int:
+    """The sampling generator's seed for one segment of a request seeded `seed`
+    (0 <= result < 2**63; the derivation CosyVoice3's LM uses, kept here so serving magpie
+    imports no other family)."""
+    state = np.random.SeedSequence([seed, segment]).generate_state(2, np.uint32)
+    return (int(state[0]) << 31 ^ int(state[1])) & (2**63 - 1)
 
 
 @dataclass(frozen=True)
