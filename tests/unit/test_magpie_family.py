@@ -260,3 +260,34 @@ def test_frame_stacking_2_with_the_full_size_random_codec():
     frames = result.item_codes(0).shape[1]
     assert sum(c.samples.size for c in chunks) == frames * 1024
     assert len(chunks) == -(-frames // 4)  # one chunk per 4 frames, the last maybe shorter
+
+
+@pytest.mark.parametrize("min_frames", [4, 6])
+def test_a_forced_eos_ends_the_segment_at_min_frames_and_is_never_emitted(min_frames):
+    from voxflow.models.magpie.family import MagpieFamily
+    from voxflow.models.magpie.stages import TextSegment
+    from voxflow.stages.autoregressive import Step
+    from voxflow.stages.items import RequestInfo, StageBatch, StageItem
+
+    family = MagpieFamily("magpie", MagpieSettings(greedy=True, min_frames=min_frames,
+                                                   max_frames=20, codec_chunk_frames=2))
+    eos = family.acoustic.config.audio_eos
+    with torch.no_grad():  # EOS wins every head whenever it is allowed
+        for head in family.acoustic.local_transformer_out_projections:
+            head.bias[eos] = 1e4
+    acoustic = family.stages()[1]
+    info = RequestInfo("r", "magpie", "random-1", "en", 3, True)
+    item = StageItem(info, 0, TextSegment("Stop.", family.tokenizer.encode("Stop.")))
+    state = acoustic.open_state(item)
+    steps: list[Step] = []
+    while not steps or not steps[-1].done:
+        result = acoustic.step(StageBatch.of([item], step=(len(steps),)), [state])[0]
+        assert isinstance(result, Step)
+        steps.append(result)
+    acoustic.close_state(state)
+    parts = [s.emit for s in steps if s.emit is not None]
+    codes = np.concatenate(parts, axis=1)
+    assert codes.shape == (8, min_frames) and int(codes.max()) < 2016 and int(codes.min()) >= 0
+    assert [p.shape[1] for p in parts[:-1]] == [2] * (len(parts) - 1)  # parts of chunk size
+    assert acoustic.events() == {"segments": 1, "truncated_at_max_frames": 0}
+    assert acoustic.live_states() == 0 and acoustic.state_bytes() == 0
