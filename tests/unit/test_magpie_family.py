@@ -103,6 +103,13 @@ def test_settings_are_checked_once():
     with pytest.raises(ValueError, match="codec_chunk_frames"):
         load_settings(None, {"models": [{"name": "m", "family": "magpie",
                                          "options": {"codec_chunk_frames": 0}}]})
+    with pytest.raises(ValueError, match=r"models\[0\].options: codec_max_streams 4 is below "
+                       "engine.max_inflight_requests 8"):
+        load_settings(None, {"engine.max_inflight_requests": 8,
+                             "models": [{"name": "m", "family": "magpie",
+                                         "options": {"codec_max_streams": 4}}]})
+    assert load_settings(None, {"engine.max_inflight_requests": 4, "models": [
+        {"name": "m", "family": "magpie", "options": {"codec_max_streams": 4}}]})
 
 
 def test_stand_in_tokenizer_ends_with_eos():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -74,10 +74,10 @@ class MagpieSettings(BaseModel):
         "`codec_chunk_frames` alone; `[]` = every chunk runs eagerly.",
     )
     codec_max_streams: int = Field(
-        16, ge=1, le=4096,
-        description="Codec state slots preallocated on the device (one per segment being "
-        "decoded, 0.75 MB each at full size); must cover `engine.max_inflight_requests`, or "
-        "a request past it fails.",
+        32, ge=1, le=4096,
+        description="Codec state slots preallocated on the device (a request in flight holds "
+        "at most one, for the segment it is decoding; 0.75 MB each at full size); at least "
+        "`engine.max_inflight_requests` (checked at start-up).",
     )
     codec_dtype: Literal["float32"] = Field(
         "float32", description="Codec weight and state precision (only float32 yet)."
@@ -148,6 +148,19 @@ class MagpieSettings(BaseModel):
     def random_weights(self) -> bool:
         """Always True here: no checkpoint is served yet, so the output is noise."""
         return True
+
+    def check_engine(self, engine: Any) -> None:
+        """Checks against the engine's settings (called once by `voxflow.config.load_settings`).
+
+        Raises:
+            ValueError: fewer codec slots than requests may be in flight (one would fail
+                mid-stream with `PoolExhausted`).
+        """
+        inflight = int(engine.max_inflight_requests)
+        if self.codec_max_streams < inflight:
+            raise ValueError(f"codec_max_streams {self.codec_max_streams} is below "
+                             f"engine.max_inflight_requests {inflight}: each request in flight "
+                             "may hold a codec slot")
 
     @model_validator(mode="after")
     def _check(self) -> MagpieSettings:
