@@ -111,3 +111,17 @@ def test_bad_input_gets_a_4xx_in_the_openai_shape(server, change, status, param)
     assert set(error) == {"message", "type", "param", "code"} and error["param"] == param
     ok = httpx.post(f"{server.url}/v1/audio/speech", json=body("Still here."), timeout=60)
     assert ok.status_code == 200 and ok.content
+
+
+def test_sse_wav_and_speed_are_served(server):
+    sse = httpx.post(f"{server.url}/v1/audio/speech", json=body(stream_format="sse"), timeout=120)
+    assert sse.status_code == 200 and "speech.audio.delta" in sse.text
+    assert "speech.audio.done" in sse.text
+    wav = httpx.post(f"{server.url}/v1/audio/speech", json=body(response_format="wav"),
+                     timeout=120)
+    assert wav.status_code == 200 and wav.content[:4] == b"RIFF"
+    plain = httpx.post(f"{server.url}/v1/audio/speech", json=body(stream=False), timeout=120)
+    fast = httpx.post(f"{server.url}/v1/audio/speech", json=body(stream=False, speed=2.0),
+                      timeout=120)
+    assert fast.status_code == 200 and plain.headers["x-sample-rate"] == "22050"
+    assert abs(len(fast.content) - len(plain.content) / 2) <= 8  # round(N / 2) per segment
