@@ -302,9 +302,17 @@ def load_settings(path: str | Path | None, overrides: dict[str, Any] | None = No
         settings = Settings.model_validate(tree)
     except ValidationError as exc:
         raise ConfigError(_format_validation_error(exc)) from exc
-    return settings.model_copy(update={"models": [
+    settings = settings.model_copy(update={"models": [
         _with_family_options(i, m) for i, m in enumerate(settings.models)
     ]})
+    for i, model in enumerate(settings.models):
+        check = getattr(model.options, "check_engine", None)
+        if check is not None:  # a family's options that depend on the engine's settings
+            try:
+                check(settings.engine)
+            except ValueError as exc:
+                raise ConfigError(f"invalid configuration: models[{i}].options: {exc}") from exc
+    return settings
 
 
 def _with_family_options(index: int, model: ModelSettings) -> ModelSettings:

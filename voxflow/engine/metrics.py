@@ -95,6 +95,8 @@ class StageCollector:
       ``"token2wav"``);
     - ``voxflow_stage_state_bytes{model,stage}``: bytes of tensors in that state (KV caches,
       accumulated mel); both return to 0 when a request ends, however it ends;
+    - ``voxflow_stage_events_total{model,stage,event}``: a stage's own event counts
+      (`Stage.events`; MagpieTTS: segments cut at ``max_frames``);
     - ``voxflow_bucket_calls_total{model,stage,rows,bucket}``: bucketed calls per padded shape;
     - ``voxflow_graph_runs_total{model,stage,mode}``: bucketed calls replayed as a captured
       graph (``mode="replayed"``) or run eagerly (``"eager"``);
@@ -112,6 +114,9 @@ class StageCollector:
         state_bytes = GaugeMetricFamily("voxflow_stage_state_bytes", "Bytes of tensors a stage "
                                         "holds in per-request state (KV caches, vocoder caches).",
                                         labels=["model", "stage"])
+        events = CounterMetricFamily("voxflow_stage_events", "Notable events a stage counted "
+                                     "(e.g. generations cut at a length cap).",
+                                     labels=["model", "stage", "event"])
         calls = CounterMetricFamily("voxflow_bucket_calls", "Bucketed stage calls per padded "
                                     "shape.", labels=["model", "stage", "rows", "bucket"])
         runs = CounterMetricFamily("voxflow_graph_runs", "Bucketed stage calls by how they ran.",
@@ -126,6 +131,8 @@ class StageCollector:
             for stage in stages:
                 states.add_metric([model, stage.name], stage.live_states())
                 state_bytes.add_metric([model, stage.name], stage.state_bytes())
+                for event, count in sorted(stage.events().items()):
+                    events.add_metric([model, stage.name, event], count)
                 if not isinstance(stage, BucketedStage):
                     continue
                 hits, replays, eager, padded_sum, n = stage.stats.snapshot()
@@ -136,4 +143,4 @@ class StageCollector:
                 padded.add_metric([model, stage.name], count_value=n, sum_value=padded_sum)
                 capture_s.add_metric([model, stage.name], stage.graphs.capture_seconds)
                 capture_b.add_metric([model, stage.name], stage.graphs.capture_bytes)
-        yield from (states, state_bytes, calls, runs, padded, capture_s, capture_b)
+        yield from (states, state_bytes, events, calls, runs, padded, capture_s, capture_b)

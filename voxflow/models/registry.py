@@ -25,11 +25,16 @@ _FAMILIES: dict[str, tuple[str, str]] = {
         "voxflow.models.cosyvoice3.model:CosyVoice3Family",
         "voxflow.models.cosyvoice3.settings:CosyVoice3Settings",
     ),
+    # MagpieTTS + NanoCodec; needs torch and safetensors; its settings module imports no torch.
+    "magpie": (
+        "voxflow.models.magpie.family:MagpieFamily",
+        "voxflow.models.magpie.settings:MagpieSettings",
+    ),
 }
 
 
 # family name -> the pyproject extra that installs what it imports beyond the runtime
-_EXTRAS = {"cosyvoice3": "cosyvoice3"}
+_EXTRAS = {"cosyvoice3": "cosyvoice3", "magpie": "nanocodec"}
 
 
 def known_families() -> list[str]:

@@ -96,6 +96,12 @@ class Stage(ABC):
         accumulated mel, overlap tails; `voxflow_stage_state_bytes`). Default: 0."""
         return 0
 
+    def events(self) -> dict[str, int]:
+        """Counts of notable events since start, by name (e.g. generations cut at a length
+        cap), exported as ``voxflow_stage_events_total{model,stage,event}``; each count only
+        grows. Default: none."""
+        return {}
+
     def health(self) -> dict[str, Any]:
         """Facts for `/health` (e.g. which buckets run as captured graphs). Default: none."""
         return {}

@@ -8,6 +8,9 @@ memory, speaker context, audio embedding, decoder pass, ``final_proj``), `prior`
 inference attention prior), `sampling` (special-token masking, greedy or seeded top-k
 sampling, CFG, EOS detection), `local_transformer` (per-step autoregressive codes),
 `generate` (the decode loop with its EOS, min-frames and max-frames rules), `loader` (strict
-loading; the full-size model on ``meta`` from the manifest). Needs torch. Not wired into the
-engine yet.
+loading; the full-size model on ``meta`` from the manifest). Needs torch.
+
+Served as family ``magpie`` (spec §8): `settings` (its options, torch-free), `weights` (the
+tiny random model, the codec, the stand-in tokenizer), `stages` (front end, autoregressive
+acoustic stage, the NanoCodec stage with speed), `family` (`MagpieFamily`).
 """

@@ -93,8 +93,13 @@ class DecodeResult:
         return self.codes[item, :, :n]
 
 
-class _Session:
-    """The state of one decode: text memory, context rows, history, cache, prior."""
+class DecodeSession:
+    """The state of one decode of B texts, stepped by `step` (`generate` loops it; the
+    family's acoustic stage steps one segment's session per engine step): text memory
+    (B or 2B rows with CFG), baked context rows, the code history (B, C, S·(1 + n)) int64
+    starting with a BOS stack, the decoder's `KVCache` (None without ``kv_cache``), the
+    prior tracker and the code chooser (its generator seeded with ``opts.seed``).
+    Raises `ValueError` for text ids or speakers out of range."""
 
     def __init__(self, model: MagpieModel, text: Tensor, text_lens: Tensor, speakers: Tensor,
                  opts: DecodeOptions) -> None:
@@ -195,7 +200,7 @@ def generate(model: MagpieModel, text: Tensor, text_lens: Tensor, speakers: Tens
     cap = (opts.params or cfg.inference).max_decoder_steps
     if cap < s:
         raise ValueError(f"max_decoder_steps {cap} is below one decoder step ({s} frames)")
-    session = _Session(model, text, text_lens, speakers, opts)
+    session = DecodeSession(model, text, text_lens, speakers, opts)
     params = session.params
     ends: dict[int, int] = {}
     produced: list[Tensor] = []

@@ -10,6 +10,6 @@ batched chunk step over pool rows, eager or a captured CUDA graph), `stage` (the
 codes in, audio out, per-request slots), `loader` (strict loading with weight norm folded
 once, checkpoint prefixes, the full-size manifest on ``meta``). Proven against
 `tests/fixtures/nanocodec/` (NeMo on tiny random weights). Needs torch and safetensors (the
-`nanocodec` extra). Not yet: a family serving the stage (MagpieTTS or a stand-in acoustic
-stage), GPU runs of the captured step.
+`nanocodec` extra). Served by the ``magpie`` family (`voxflow.models.magpie.family`). Not yet:
+GPU runs of the captured step.
 """

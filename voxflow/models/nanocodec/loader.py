@@ -11,7 +11,8 @@
 - `read_manifest` / `check_full_size`: the full-size decoder from
   ``full_decoder_manifest.json`` on ``meta``, with the exact counts of spec §1 item 6.
 
-Not here yet: reading a ``.nemo`` tar and its ``model_config.yaml`` (no real weights exist).
+A ``.nemo`` tar and its ``model_config.yaml`` are read by `voxflow.models.nemo_archive`
+(`read_nemo`, then `nanocodec_config` and `split_checkpoint`).
 """
 
 from __future__ import annotations
