@@ -38,7 +38,9 @@ class KokoroSettings(BaseModel):
     )
     intra_op_threads: int = Field(
         1, ge=1, le=256,
-        description="ONNX Runtime threads inside one op (one session for all voices).",
+        description="ONNX Runtime threads inside one op (one session for all voices, shared "
+        "by the workers; with more than one worker its idle threads do not spin). A run the "
+        "memory budget leaves alone gets them all.",
     )
     inter_op_threads: int = Field(
         1, ge=1, le=256, description="ONNX Runtime threads across ops."
