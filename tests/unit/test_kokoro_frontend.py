@@ -47,6 +47,14 @@ def test_english_phonemes_of_a_fixed_sentence(frontend):
     )
 
 
+def test_the_japanese_dictionary_loads_on_the_first_japanese_text_only():
+    fresh = KokoroFrontend(load_vocab())
+    assert fresh.phonemize("The mast.", "en-us") == "ðə mˈæst."
+    assert not fresh.japanese.loaded  # English traffic never holds OpenJTalk's dictionary
+    assert fresh.phonemize("駅", "ja") == "ekʲi"
+    assert fresh.japanese.loaded
+
+
 def test_japanese_phonemes_of_a_fixed_sentence(frontend):
     assert frontend.phonemize("こんにちは。今日の説明を始めます。", "ja") == (
         "koɲɲiʨiβa. kʲoː no seʦɨmeː o haʥimemasɨ."
