@@ -197,7 +197,7 @@ def test_the_engine_accounts_each_models_load_and_gives_the_gate_the_budgets_roo
         else:
             assert BUDGET.limit == BUDGET.models_bytes + 400 * 10**6
             assert GATE.capacity == BUDGET.run_capacity == max(
-                0, 400 * 10**6 - BUDGET.base)
+                0, 400 * 10**6 - BUDGET.base - (32 << 20))
     finally:
         engine.stop()
     assert BUDGET.limit is None and GATE.capacity is None  # stopped: no budget left behind

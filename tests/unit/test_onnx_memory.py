@@ -114,7 +114,7 @@ def test_budget_is_the_models_memory_plus_the_headroom_and_python_lives_in_the_h
     _loaded(budget, rss, base=120, models={"piper": 110, "kokoro": 180})
     assert budget.models == {"piper": 110 << 20, "kokoro": 180 << 20}
     assert budget.limit == (290 + 400) << 20
-    assert budget.run_capacity == (400 - 120) << 20  # the headroom less Python's own RSS
+    assert budget.run_capacity == (400 - 120 - 32) << 20  # less Python's RSS and the margin
     rss.mib = 690
     assert not budget.over()
     rss.mib = 691
@@ -127,7 +127,7 @@ def test_a_new_engine_forgets_the_last_ones_models_and_null_headroom_means_no_bu
     _loaded(budget, rss, base=100, models={"a": 50})
     _loaded(budget, rss, base=300, models={"b": 20})
     assert budget.models == {"b": 20 << 20} and budget.limit == 420 << 20
-    assert budget.run_capacity == 100 << 20
+    assert budget.run_capacity == (100 - 32) << 20
     budget.start(None)
     with budget.loading("c"):
         rss.mib += 10
@@ -161,7 +161,7 @@ def test_budget_metrics_give_the_limit_the_models_the_shrinks_and_the_gate():
         "voxflow_memory_budget_bytes": [({}, 600 << 20)],
         "voxflow_model_memory_bytes": [({"model": "piper"}, 200 << 20)],
         "voxflow_arena_shrinks": [({}, 1)],
-        "voxflow_memory_run_capacity_bytes": [({}, 300 << 20)],
+        "voxflow_memory_run_capacity_bytes": [({}, (300 - 32) << 20)],
         "voxflow_memory_reserved_bytes": [({}, 5 << 20)],
         "voxflow_memory_waits": [({}, 0)],
         "voxflow_memory_wait_seconds": [({}, 0.0)],
