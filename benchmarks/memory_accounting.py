@@ -161,7 +161,7 @@ def main() -> int:
     piper_ids(20)
     ledger.mark("Piper front end (piper's espeak-ng)")
     frontend = KokoroFrontend(kokoro_loader.load_vocab())
-    ledger.mark("Kokoro front ends made (two espeak-ng backends, OpenJTalk and its dictionary)")
+    ledger.mark("Kokoro front ends made (two espeak-ng backends)")
 
     def kokoro_ids(chars: int) -> np.ndarray:
         piece = text[:chars].rsplit(" ", 1)[0] + "."
@@ -171,7 +171,7 @@ def main() -> int:
     kokoro_ids(20)
     ledger.mark("Kokoro English front end, first use")
     frontend.segments("今日は良い天気です。", "ja", 10_000, None)
-    ledger.mark("Kokoro Japanese front end, first use")
+    ledger.mark("Kokoro Japanese front end, first use (OpenJTalk, its dictionary)")
 
     piper_settings = PiperSettings()  # the decoder windows voxflow serves with
     plan = DecodePlan(piper_settings.decoder_chunk_frames, piper_settings.decoder_pad_frames)
