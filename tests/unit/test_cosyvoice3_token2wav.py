@@ -169,12 +169,22 @@ def test_stream_and_offline_differ_as_the_reference_does(runs: dict[str, Run]) -
 def test_flow_and_hift_are_called_as_the_trace_says(flow: Any, hift: Any, prompt: FlowPrompt,
                                                     trace: dict[str, Any],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The segment plans each flow call (conditioning on n tokens), solves it (the decoder's
+    Euler loop, eagerly here; the served stage batches it, `FlowBucketRunner`) and vocodes."""
     seen: list[tuple[Any, ...]] = []
-    flow_inference, hift_inference = flow.inference, hift.inference
+    planned: list[tuple[int, bool]] = []
+    conditioning, decoder_forward = flow.conditioning, flow.decoder.forward
+    hift_inference = hift.inference
 
-    def flow_spy(token: Any, *args: Any, streaming: bool, finalize: bool) -> Any:
-        out = flow_inference(token, *args, streaming=streaming, finalize=finalize)
-        seen.append(("flow", token.shape[1], streaming, finalize, out.shape[-1]))
+    def conditioning_spy(token: Any, *args: Any) -> Any:
+        planned.append((token.shape[1], args[-1]))
+        return conditioning(token, *args)
+
+    def decoder_spy(mu: Any, *args: Any, streaming: bool, **kw: Any) -> Any:
+        out = decoder_forward(mu, *args, streaming=streaming, **kw)
+        n, finalize = planned.pop(0)
+        frames = out.shape[-1] - 2 * prompt.tokens
+        seen.append(("flow", n, streaming, finalize, frames))
         return out
 
     def hift_spy(mel: Any, finalize: bool = True) -> Any:
@@ -182,7 +192,8 @@ def test_flow_and_hift_are_called_as_the_trace_says(flow: Any, hift: Any, prompt
         seen.append(("hift", mel.shape[-1], finalize, out[0].shape[-1]))
         return out
 
-    monkeypatch.setattr(flow, "inference", flow_spy)
+    monkeypatch.setattr(flow, "conditioning", conditioning_spy)
+    monkeypatch.setattr(flow.decoder, "forward", decoder_spy)
     monkeypatch.setattr(hift, "inference", hift_spy)
     run(flow, hift, prompt, trace["script_tokens"], mode="streaming")
     assert seen == [

@@ -237,7 +237,7 @@ class DiTBlock(nn.Module):
         return x + gate_mlp.unsqueeze(1) * self.ff(modulate(x, shift_mlp, scale_mlp))
 
 
-def attention_mask(mask: Tensor, streaming: bool, chunk_size: int,
+def attention_mask(mask: Tensor, streaming: bool | Tensor, chunk_size: int,
                    left_chunks: int = -1) -> Tensor:
     """Boolean attention mask [B, 1, T, T] (query i, key j) from a frame mask [B, 1, T] (spec §6).
 
@@ -245,6 +245,9 @@ def attention_mask(mask: Tensor, streaming: bool, chunk_size: int,
     - Streaming: additionally j < (floor(i/C)+1)·C, C = `chunk_size` frames counted from frame 0;
       with `left_chunks` >= 0 also j >= (floor(i/C) - left_chunks)·C (CosyVoice3 uses -1: all
       left chunks).
+    - `streaming` may be a bool tensor [B] (one flag per row, for a batch that mixes streamed
+      and final solves, as the bucketed flow does): each row gets the mask its flag selects,
+      identical to the mask of that row alone.
     - A query row with no allowed key becomes all True (the reference forces it, so attention
       stays finite; such frames are padding and their attention output is zeroed anyway).
 
@@ -252,14 +255,20 @@ def attention_mask(mask: Tensor, streaming: bool, chunk_size: int,
     """
     keys = mask.bool()  # [B, 1, T]
     frames = keys.shape[-1]
-    if streaming and chunk_size > 0:
+    per_row = isinstance(streaming, Tensor)
+    if (per_row or streaming) and chunk_size > 0:
         pos = torch.arange(frames, device=keys.device)
         chunk = torch.div(pos, chunk_size, rounding_mode="floor")
         allowed = pos[None, :] < ((chunk + 1) * chunk_size)[:, None]
         if left_chunks >= 0:
             start = ((chunk - left_chunks) * chunk_size).clamp(min=0)
             allowed = allowed & (pos[None, :] >= start[:, None])
-        rows = keys & allowed.unsqueeze(0)  # [B, T, T]
+        if per_row:
+            assert isinstance(streaming, Tensor)
+            allowed = allowed.unsqueeze(0) | ~streaming.bool().view(-1, 1, 1)
+            rows = keys & allowed  # [B, T, T]
+        else:
+            rows = keys & allowed.unsqueeze(0)  # [B, T, T]
     else:
         rows = keys  # [B, 1, T], the same for every query
     rows = rows | ~rows.any(dim=-1, keepdim=True)
@@ -290,10 +299,11 @@ class DiT(nn.Module):
         self.num_decoding_left_chunks = num_decoding_left_chunks
 
     def forward(self, x: Tensor, mask: Tensor, mu: Tensor, t: Tensor, spks: Tensor,
-                cond: Tensor, streaming: bool = False) -> Tensor:
+                cond: Tensor, streaming: bool | Tensor = False) -> Tensor:
         """Velocity [B, 80, T]; x, mu, cond [B, 80, T], mask [B, 1, T], t [B] or [], spks [B, 80].
 
-        `streaming` selects the chunk-causal mask (`static_chunk_size` frames), else key padding.
+        `streaming` selects the chunk-causal mask (`static_chunk_size` frames), else key padding;
+        a bool tensor [B] selects it per row (`attention_mask`).
         """
         batch, _, frames = x.shape
         if t.ndim == 0:

@@ -134,7 +134,7 @@ class CausalConditionalCFM(nn.Module):
         return self._noise_on[key][:, :, :frames]
 
     def forward(self, mu: Tensor, mask: Tensor, spks: Tensor, cond: Tensor,
-                n_timesteps: int = N_TIMESTEPS, streaming: bool = False,
+                n_timesteps: int = N_TIMESTEPS, streaming: bool | Tensor = False,
                 on_step: StepHook | None = None) -> Tensor:
         """Mel [B, 80, T], prompt frames included.
 
@@ -145,14 +145,16 @@ class CausalConditionalCFM(nn.Module):
         return self.solve_euler(x0, t_span, mu, mask, spks, cond, streaming, on_step)
 
     def solve_euler(self, x: Tensor, t_span: Tensor, mu: Tensor, mask: Tensor, spks: Tensor,
-                    cond: Tensor, streaming: bool = False,
+                    cond: Tensor, streaming: bool | Tensor = False,
                     on_step: StepHook | None = None) -> Tensor:
         """Euler steps over `t_span` [n+1] with CFG as twin rows (spec §6 "Euler + CFG").
 
         Each step runs the estimator once on 2B rows sharing x, mask and t: rows 0..B-1 get
         (mu, spks, cond), rows B..2B-1 get zeros; v = (1 + r)·v_cond - r·v_uncond, r = 0.7;
         x <- x + dt·v. t accumulates (t <- t + dt; the next dt = t_span[k+1] - t), as the
-        reference does. Returns x after the last step, float32 [B, 80, T].
+        reference does. `streaming`: a bool, or a bool tensor [B] of per-row flags (the
+        bucketed solve mixes streamed and final rows). Returns x after the last step, float32
+        [B, 80, T].
         """
         rate = self.inference_cfg_rate
         batch = x.shape[0]
@@ -162,6 +164,8 @@ class CausalConditionalCFM(nn.Module):
         mu_in = torch.cat((mu, torch.zeros_like(mu)), dim=0)
         spks_in = torch.cat((spks, torch.zeros_like(spks)), dim=0)
         cond_in = torch.cat((cond, torch.zeros_like(cond)), dim=0)
+        if isinstance(streaming, Tensor):
+            streaming = torch.cat((streaming, streaming), dim=0)
         steps = t_span.shape[0] - 1
         for step in range(steps):
             x_in = torch.cat((x, x), dim=0)

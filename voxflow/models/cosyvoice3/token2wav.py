@@ -28,7 +28,7 @@ fields as the reference trace in `token2wav_tiny_meta.json`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from voxflow.models.cosyvoice3.flow import CausalMaskedDiffWithDiT
+from voxflow.models.cosyvoice3.flow_bucket import FlowSolve
 from voxflow.models.cosyvoice3.hift import CausalHiFTGenerator, HiFTStream
 from voxflow.models.cosyvoice3.sampling import SilentTokenFilter
 
@@ -196,6 +197,27 @@ class Token2WavCall:
         }
 
 
+JobKind = Literal["chunk", "final", "offline"]
+"""A planned flow call: a streamed chunk (§9.7 item 3), the final call (4) or offline (5)."""
+
+
+@dataclass(frozen=True)
+class Token2WavJob:
+    """One flow call a segment planned (`Token2WavSegment.plan`), waiting for its mel.
+
+    kind: which call; n_tokens: target tokens given to the flow; token_offset: tokens settled
+    before the call; hop: tokens a chunk settles (None otherwise); solve: the flow inputs
+    (`FlowSolve`: conditioning of T mel frames, streaming flag), None when there are no tokens
+    (the call then gives an empty piece [1, 0]).
+    """
+
+    kind: JobKind
+    n_tokens: int
+    token_offset: int
+    hop: int | None
+    solve: FlowSolve | None
+
+
 def resample_mel(mel: Tensor, speed: float) -> Tensor:
     """Speed change on the mel (spec §9.7 item 5): [B, 80, T] → [B, 80, ⌊T/speed⌋], linear,
     align_corners False (output frame i reads source position (i + ½)·T/n − ½, clamped at 0).
@@ -275,6 +297,23 @@ class Token2WavSegment:
     def push(self, tokens: int | Iterable[int]) -> list[Tensor]:
         """Add LM tokens (ids in [0, S)); returns the pieces [1, n] of every chunk now due
         (usually 0 or 1). Raises ValueError for an id outside [0, S), e.g. a stop id."""
+        jobs = self.plan(tokens, final=False)
+        return self.complete(jobs, self.solve_eagerly(jobs))
+
+    def finish(self) -> list[Tensor]:
+        """LM done: the remaining pieces (chunks still due, then the final one)."""
+        jobs = self.plan((), final=True)
+        return self.complete(jobs, self.solve_eagerly(jobs))
+
+    def plan(self, tokens: int | Iterable[int], final: bool) -> list[Token2WavJob]:
+        """Add LM tokens and plan the flow calls they make due, without solving them: the
+        chunks now due (streaming), then, when `final`, the final (or offline) call. The hop
+        schedule advances here; `complete` must get these jobs' mels next, in order.
+
+        Raises:
+            RuntimeError: the segment is finished.
+            ValueError: an id outside [0, S), e.g. a stop id.
+        """
         if self.finished:
             raise RuntimeError("this token2wav segment is already finished")
         vocab = self.flow.config.vocab_size
@@ -285,35 +324,65 @@ class Token2WavSegment:
                                  "the segment and never reach token2wav)")
             if self.silent_filter is None or self.silent_filter.accept(token):
                 self.tokens.append(token)
-        pieces: list[Tensor] = []
+        jobs: list[Token2WavJob] = []
         if self.mode == "streaming":
             while self.schedule.due(len(self.tokens)):
-                pieces.append(self._chunk())
+                offset, hop = self.schedule.offset, self.schedule.this_hop
+                n = offset + hop + self.schedule.lookahead
+                jobs.append(self._job("chunk", n, offset, hop))
+                self.schedule.advance()
+        if final:
+            kind: JobKind = "final" if self.mode == "streaming" else "offline"
+            jobs.append(self._job(kind, len(self.tokens), self.schedule.offset, None))
+            self.finished = True
+        return jobs
+
+    def complete(self, jobs: Sequence[Token2WavJob], mels: Sequence[Tensor | None]
+                 ) -> list[Tensor]:
+        """The pieces [1, n] of `jobs` (from `plan`, in order) given their flow mels
+        (float32 [1, 80, frames], `None` for an empty segment's job): HiFT per job, as
+        `push`/`finish` do."""
+        pieces: list[Tensor] = []
+        for job, mel in zip(jobs, mels, strict=True):
+            if mel is None:
+                pieces.append(self._empty())
+            elif job.kind == "chunk":
+                pieces.append(self._chunk(job, mel))
+            elif job.kind == "final":
+                pieces.append(self._final(job, mel))
+            else:
+                pieces.append(self._offline(job, mel))
         return pieces
 
-    def finish(self) -> list[Tensor]:
-        """LM done: the remaining pieces (chunks still due, then the final one)."""
-        if self.finished:
-            raise RuntimeError("this token2wav segment is already finished")
-        pieces: list[Tensor] = []
-        if self.mode == "streaming":
-            while self.schedule.due(len(self.tokens)):
-                pieces.append(self._chunk())
-            pieces.append(self._final())
-        else:
-            pieces.append(self._offline())
-        self.finished = True
-        return pieces
+    def solve_eagerly(self, jobs: Sequence[Token2WavJob]) -> list[Tensor | None]:
+        """The jobs' mels from the unbatched, eager flow (`CausalMaskedDiffWithDiT.inference`
+        semantics): float32 [1, 80, frames] each, None for an empty job."""
+        mels: list[Tensor | None] = []
+        for job in jobs:
+            if job.solve is None:
+                mels.append(None)
+                continue
+            c = job.solve.cond
+            with torch.inference_mode():
+                feat = self.flow.decoder(c.mu, c.mask, c.spks, c.cond,
+                                         streaming=job.solve.streaming)
+            mels.append(feat[:, :, c.prompt_frames:].float())
+        return mels
 
     # -- model calls ----------------------------------------------------------------------
 
-    def _flow(self, n_tokens: int, streaming: bool, finalize: bool) -> Tensor:
-        """Flow mel [1, 80, 2·n] (final) or [1, 80, 2·(n − 3)] for the first n tokens."""
+    def _job(self, kind: JobKind, n_tokens: int, offset: int, hop: int | None) -> Token2WavJob:
+        """A planned call on the first `n_tokens` tokens (no solve when there are none)."""
+        if n_tokens == 0:
+            return Token2WavJob(kind, n_tokens, offset, hop, None)
         p = self.prompt
         device = p.prompt_token.device
         token = torch.tensor([self.tokens[:n_tokens]], dtype=torch.int32, device=device)
-        return self.flow.inference(token, p.prompt_token, p.prompt_feat, p.embedding,
-                                   streaming=streaming, finalize=finalize)
+        finalize = kind != "chunk"
+        with torch.inference_mode():
+            cond = self.flow.conditioning(token, p.prompt_token, p.prompt_feat, p.embedding,
+                                          finalize)
+        return Token2WavJob(kind, n_tokens, offset, hop, FlowSolve(cond, kind == "chunk"))
 
     def _record(self, n_tokens: int, offset: int, hop: int | None, stream: bool,
                 finalize: bool, acc_frames: int, vocoded: int, piece: Tensor) -> None:
@@ -323,43 +392,34 @@ class Token2WavSegment:
             speech_offset_after=self.stream.speech_offset,
         ))
 
-    def _chunk(self) -> Tensor:
+    def _chunk(self, job: Token2WavJob, mel: Tensor) -> Tensor:
         """Spec §9.7 item 3: flow(tokens[:offset + this_hop + 3], streaming, not final); append
         mel frames [2·offset, end); HiFT on acc_mel, not final; emit the new samples."""
-        offset, hop = self.schedule.offset, self.schedule.this_hop
-        n = offset + hop + self.schedule.lookahead
-        mel = self._flow(n, streaming=True, finalize=False)
+        offset = job.token_offset
         piece = self.stream.push(mel[:, :, self.flow.token_mel_ratio * offset:], finalize=False)
-        self.schedule.advance()
         frames = self._acc_frames()
-        self._record(n, offset, hop, True, False, frames, frames, piece)
+        self._record(job.n_tokens, offset, job.hop, True, False, frames, frames, piece)
         return piece
 
-    def _final(self) -> Tensor:
+    def _final(self, job: Token2WavJob, mel: Tensor) -> Tensor:
         """Spec §9.7 item 4: flow on all tokens, final, full attention; append frames
         [2·offset, end); HiFT final; emit the rest."""
-        offset, n = self.schedule.offset, len(self.tokens)
-        if n == 0:
-            return self._empty()
-        mel = self._flow(n, streaming=False, finalize=True)
+        offset = job.token_offset
         piece = self.stream.push(mel[:, :, self.flow.token_mel_ratio * offset:], finalize=True)
         frames = self._acc_frames()
-        self._record(n, offset, None, False, True, frames, frames, piece)
+        self._record(job.n_tokens, offset, None, False, True, frames, frames, piece)
         return piece
 
-    def _offline(self) -> Tensor:
+    def _offline(self, job: Token2WavJob, mel: Tensor) -> Tensor:
         """Spec §9.7 item 5: one full-attention final flow call, the speed resample, one HiFT
         final call."""
-        n = len(self.tokens)
-        if n == 0:
-            return self._empty()
-        mel = self._flow(n, streaming=False, finalize=True)
         self._offline_mel = mel
         vocoded = resample_mel(mel, self.speed)
         if vocoded.shape[-1] == 0:
             return self._empty()
         piece = self.stream.push(vocoded, finalize=True)
-        self._record(n, 0, None, False, True, int(mel.shape[-1]), int(vocoded.shape[-1]), piece)
+        self._record(job.n_tokens, 0, None, False, True, int(mel.shape[-1]),
+                     int(vocoded.shape[-1]), piece)
         return piece
 
     def _acc_frames(self) -> int:
