@@ -113,6 +113,8 @@ def test_capture_lists() -> None:
     assert CosyVoice3Settings(flow_max_batch_size=4, flow_capture_batch_sizes=[1, 2, 4])
     assert not CosyVoice3Settings(flow_capture_frame_buckets=[]).capture_enabled
     assert not CosyVoice3Settings(flow_capture_batch_frames=0).capture_enabled
+    assert not CosyVoice3Settings(capture_graphs=False).capture_enabled
+    assert CosyVoice3Settings().capture_enabled
 
 
 def test_require_graphs() -> None:
@@ -120,6 +122,8 @@ def test_require_graphs() -> None:
     assert "require_graphs needs a CUDA device, not cpu" in _error(require_graphs=True)
     assert "require_graphs is set but capture is off" in _error(
         weights="full_random", device="cuda", require_graphs=True, flow_capture_batch_frames=0)
+    assert "require_graphs is set but capture is off" in _error(
+        weights="full_random", device="cuda", require_graphs=True, capture_graphs=False)
 
 
 def test_segment_caps() -> None:

@@ -18,7 +18,8 @@ from prometheus_client.core import (
 )
 
 from voxflow.memory_budget import BudgetCollector
-from voxflow.stages.bucketed import BucketedStage
+from voxflow.stages.bucketed import BucketStats
+from voxflow.stages.graphs import GraphRunner
 from voxflow.stages.stage import Stage
 
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60)
@@ -133,14 +134,15 @@ class StageCollector:
                 state_bytes.add_metric([model, stage.name], stage.state_bytes())
                 for event, count in sorted(stage.events().items()):
                     events.add_metric([model, stage.name, event], count)
-                if not isinstance(stage, BucketedStage):
-                    continue
-                hits, replays, eager, padded_sum, n = stage.stats.snapshot()
+                stats, graphs = getattr(stage, "stats", None), getattr(stage, "graphs", None)
+                if not isinstance(stats, BucketStats) or not isinstance(graphs, GraphRunner):
+                    continue  # a BucketedStage, or a stage that calls a bucketed runner
+                hits, replays, eager, padded_sum, n = stats.snapshot()
                 for (rows, bucket), count in sorted(hits.items()):
                     calls.add_metric([model, stage.name, str(rows), str(bucket)], count)
                 runs.add_metric([model, stage.name, "replayed"], replays)
                 runs.add_metric([model, stage.name, "eager"], eager)
                 padded.add_metric([model, stage.name], count_value=n, sum_value=padded_sum)
-                capture_s.add_metric([model, stage.name], stage.graphs.capture_seconds)
-                capture_b.add_metric([model, stage.name], stage.graphs.capture_bytes)
+                capture_s.add_metric([model, stage.name], graphs.capture_seconds)
+                capture_b.add_metric([model, stage.name], graphs.capture_bytes)
         yield from (states, state_bytes, events, calls, runs, padded, capture_s, capture_b)

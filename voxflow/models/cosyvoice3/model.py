@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 
+import torch
+
 from voxflow.models.base import ModelFamily, Voice
 from voxflow.models.cosyvoice3.settings import CosyVoice3Settings
 from voxflow.models.cosyvoice3.stages import (
@@ -59,9 +61,9 @@ class CosyVoice3Family(SavedVoices, ModelFamily):
 
     def __init__(self, name: str, settings: CosyVoice3Settings):
         super().__init__(name, settings)
-        if settings.require_graphs:
-            raise ValueError(f"model {name}: require_graphs is set, but flow graph capture is "
-                             "not built yet (issue 10 part 2); every solve runs eagerly")
+        if settings.require_graphs and not torch.cuda.is_available():
+            raise ValueError(f"model {name}: require_graphs is set, but CUDA is not available "
+                             "(the flow's graphs cannot be captured)")
         if settings.estimator_dtype != "float32":
             raise ValueError(f"model {name}: estimator_dtype {settings.estimator_dtype} is not "
                              "built yet (issue 10 part 2); the flow runs in float32")

@@ -137,15 +137,21 @@ class CosyVoice3Settings(BaseModel):
     )
     flow_max_batch_size: int = Field(
         8, ge=1, le=64,
-        description="Most flow solves (segments) in one batch. Not used yet: the flow solves one "
-        "segment at a time (batched, captured solves are issue 10 part 2)."
+        description="Most flow solves in one call: the token2wav stage takes up to this many "
+        "requests' items at once and solves their flow calls together, per frame bucket "
+        "(padded rows are masked, so a row's mel is the row's alone).",
+    )
+    capture_graphs: bool = Field(
+        True,
+        description="Capture the flow solve as CUDA graphs at start-up, one per (batch size, "
+        "frame bucket), and replay them. Off (or on CPU) every solve runs eagerly; /health and "
+        "`voxflow_graph_runs_total` say why.",
     )
     flow_capture_frame_buckets: tuple[int, ...] = Field(
         DEFAULT_FRAME_BUCKETS,
         description="Mel-frame lengths captured as CUDA graphs (sorted and deduplicated; each "
         "whole streaming chunks, at most 15000); a solve pads to the smallest bucket that "
-        "fits, and runs eagerly past the largest. `[]` captures nothing. Not used yet (part 2): "
-        "every solve runs eagerly.",
+        "fits, and runs eagerly past the largest. `[]` captures nothing (every solve eager).",
     )
     flow_capture_batch_sizes: tuple[int, ...] = Field(
         DEFAULT_BATCH_SIZES,
@@ -155,13 +161,12 @@ class CosyVoice3Settings(BaseModel):
     flow_capture_batch_frames: int = Field(
         8192, ge=0,
         description="Capture only (bucket, batch size) pairs with batch size x frames at most "
-        "this (0 = capture nothing). Not used yet (part 2).",
+        "this (0 = capture nothing).",
     )
     require_graphs: bool = Field(
         False,
         description="Make a failed flow graph capture fatal at start-up (otherwise it is "
-        "reported and solves run eagerly). Needs a CUDA device and capture switched on. Refused "
-        "at start-up until graph capture exists (part 2).",
+        "reported and solves run eagerly). Needs a CUDA device and capture switched on.",
     )
     max_segment_chars: int = shared.max_segment_chars(300, "each segment is one LM request")
     first_segment_chars: int | None = shared.first_segment_chars(120)
@@ -215,8 +220,10 @@ class CosyVoice3Settings(BaseModel):
 
     @property
     def capture_enabled(self) -> bool:
-        """Whether any flow graph is to be captured (`[]` or a budget of 0 turns it off)."""
-        return bool(self.flow_capture_frame_buckets) and self.flow_capture_batch_frames > 0
+        """Whether any flow graph is to be captured (`capture_graphs` off, `[]` or a budget of
+        0 turns it off)."""
+        return (self.capture_graphs and bool(self.flow_capture_frame_buckets)
+                and self.flow_capture_batch_frames > 0)
 
     @model_validator(mode="after")
     def _check(self) -> CosyVoice3Settings:
@@ -277,8 +284,8 @@ class CosyVoice3Settings(BaseModel):
             if not self.device.startswith("cuda"):
                 raise ValueError(f"require_graphs needs a CUDA device, not {self.device}")
             if not self.capture_enabled:
-                raise ValueError("require_graphs is set but capture is off "
-                                 "(flow_capture_frame_buckets [] or flow_capture_batch_frames 0)")
+                raise ValueError("require_graphs is set but capture is off (capture_graphs false, "
+                                 "flow_capture_frame_buckets [] or flow_capture_batch_frames 0)")
 
     def _weights_name(self) -> str:
         return str(self.weights) if not isinstance(self.weights, Path) else "checkpoint"

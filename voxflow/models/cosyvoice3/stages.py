@@ -5,8 +5,10 @@
                                    speech tokens of a hop as a part (`HopSchedule`), the rest
                                    as the segment's final part
     token2wav (Stage, in_order)    per request: a `Token2WavSegment` per segment; each part's
-                                   tokens run the flow + HiFT rounds they trigger; the final part
-                                   runs the final (or offline) round and closes the segment
+                                   tokens plan the flow calls they trigger, the batch's solves
+                                   (several requests) run bucketed (`FlowBucketRunner`), then
+                                   HiFT per request; the final part runs the final (or offline)
+                                   round and closes the segment
 
 The LM emits a part exactly when the token2wav segment's own schedule would start a chunk: it
 keeps a mirror of the silent-token filter and the hop schedule (spec §9.7), so each part runs
@@ -31,6 +33,7 @@ import torch
 from torch import Tensor
 
 from voxflow.models.base import TextFrontendStage
+from voxflow.models.cosyvoice3.flow_bucket import FlowBucketRunner
 from voxflow.models.cosyvoice3.lm import KVCache, length_limits
 from voxflow.models.cosyvoice3.lm_batch import decode_step
 from voxflow.models.cosyvoice3.sampling import (
@@ -38,7 +41,7 @@ from voxflow.models.cosyvoice3.sampling import (
     SilentTokenFilter,
     mask_before_min_len,
 )
-from voxflow.models.cosyvoice3.token2wav import HopSchedule, Token2WavSegment
+from voxflow.models.cosyvoice3.token2wav import HopSchedule, Token2WavJob, Token2WavSegment
 from voxflow.models.cosyvoice3.voices import Voice as CosyVoice
 from voxflow.stages.autoregressive import AutoregressiveStage, Step
 from voxflow.stages.items import StageBatch, StageItem
@@ -223,21 +226,70 @@ class _Stream:
 
 
 class CosyVoice3Token2WavStage(Stage):
-    """Flow + HiFT per request, in order (spec §9.7): a part's tokens go to its segment's
-    `Token2WavSegment`; the pieces they trigger come out as one `Audio` (24 kHz float32); the
-    final part also runs the final round. State per request, released when it ends."""
+    """Flow + HiFT per request, in order (spec §9.7), flow solves batched across requests.
+
+    A part's tokens go to its segment's `Token2WavSegment`, which plans the flow calls they
+    make due (`Token2WavSegment.plan`); the solves of every item in the batch (one item per
+    request) run together through the bucketed flow (`FlowBucketRunner`: per frame bucket, up
+    to `flow_max_batch_size` rows a call, replayed as CUDA graphs where captured, eager
+    otherwise); then HiFT runs per request on its own mels and the pieces come out as one
+    `Audio` per item (24 kHz float32). State per request, released when it ends.
+
+    `stats` and `graphs` are the runner's (`voxflow_bucket_calls_total`,
+    `voxflow_graph_runs_total`, /health "flow_graphs").
+    """
 
     name = "token2wav"
     in_order = True
 
     def __init__(self, family: CosyVoice3Family):
-        super().__init__(max_batch_size=1, workers=1)
+        s = family.settings
+        super().__init__(max_batch_size=s.flow_max_batch_size, workers=1)
         self._family = family
         self.states: RequestStates[_Stream] = RequestStates(lambda request_id: _Stream())
+        self.flow = FlowBucketRunner(
+            family.models.flow, s.flow_capture_frame_buckets, s.flow_capture_batch_sizes,
+            s.flow_max_batch_size, s.flow_capture_batch_frames, s.capture_enabled,
+            str(family.models.device))
+        self.stats = self.flow.stats
+        self.graphs = self.flow.graphs
+
+    def start(self) -> None:
+        """Capture the flow's (rows, frame bucket) shapes (CUDA), or record why not.
+
+        Raises:
+            RuntimeError: `require_graphs` is set and a shape was not captured.
+        """
+        self.flow.start()
+        failed = sorted({v for v in self.graphs.status.values() if v != "captured"})
+        if self._family.settings.require_graphs and failed:
+            raise RuntimeError(f"model {self._family.name}: require_graphs is set but flow "
+                               f"graph capture failed: {failed[0]}")
 
     def run(self, batch: StageBatch) -> list:
         with torch.inference_mode():
-            return [self._vocode(item) for item in batch]
+            plans: list[tuple[Token2WavSegment, list[Token2WavJob]] | BaseException] = []
+            for item in batch:
+                try:
+                    plans.append(self._plan(item))
+                except Exception as exc:  # noqa: BLE001 (this item fails, not its batch-mates)
+                    plans.append(exc)
+            solves = [job.solve for plan in plans if not isinstance(plan, BaseException)
+                      for job in plan[1] if job.solve is not None]
+            try:
+                mels = iter(self.flow.solve(solves))
+            except Exception as exc:  # noqa: BLE001 (the segments with solves fail, not the rest)
+                return [self._without_flow(item, plan, exc) for item, plan in zip(batch, plans,
+                                                                                 strict=True)]
+            out: list = []
+            for plan in plans:
+                if isinstance(plan, BaseException):
+                    out.append(plan)
+                    continue
+                segment, jobs = plan
+                own = [None if job.solve is None else next(mels) for job in jobs]
+                out.append(self._audio(segment.complete(jobs, own)))
+            return out
 
     def _open(self, item: StageItem) -> Token2WavSegment:
         family = self._family
@@ -246,19 +298,43 @@ class CosyVoice3Token2WavStage(Stage):
                                 models.hops, mode=family.settings.token2wav_mode,
                                 speed=item.speed)
 
-    def _vocode(self, item: StageItem) -> Audio:
+    def _plan(self, item: StageItem) -> tuple[Token2WavSegment, list[Token2WavJob]]:
+        """The item's segment and the flow calls its tokens make due (schedule advanced)."""
         stream = self.states.get_or_create(item.request.request_id)
         if stream.segment is None or stream.index != item.segment:
             stream.segment, stream.index = self._open(item), item.segment
         segment = stream.segment
-        pieces = segment.push(int(t) for t in item.payload)
+        jobs = segment.plan((int(t) for t in item.payload), final=item.final)
         if item.final:
-            pieces += segment.finish()
             stream.segment = None
+        return segment, jobs
+
+    def _without_flow(self, item: StageItem,
+                      plan: tuple[Token2WavSegment, list[Token2WavJob]] | BaseException,
+                      exc: BaseException) -> Audio | BaseException:
+        """An item's output when the batch's flow call raised `exc`: its own planning error,
+        `exc` if it had solves (its segment is dropped: its schedule already moved on), else
+        its (empty) pieces."""
+        if isinstance(plan, BaseException):
+            return plan
+        segment, jobs = plan
+        if any(job.solve is not None for job in jobs):
+            if item.request.request_id in self.states:
+                stream = self.states.get_or_create(item.request.request_id)
+                if stream.segment is segment:
+                    stream.segment = None
+            return exc
+        return self._audio(segment.complete(jobs, [None] * len(jobs)))
+
+    @staticmethod
+    def _audio(pieces: list[Tensor]) -> Audio:
         if not pieces:
             return Audio.empty()
         audio = torch.cat(pieces, dim=1)[0]  # [n] float32, 24 kHz
         return Audio(audio.float().cpu().numpy())
+
+    def health(self) -> dict:
+        return {"flow_graphs": self.flow.health()}
 
     def release(self, request_id: str) -> None:
         self.states.release(request_id)
