@@ -5,13 +5,14 @@ Steps (each writes one JSON part; `merge` joins them):
 - ``parity``: the tiny fixtures on `--device` (spec §1 items 7-10): flow inference mels
   (``d.*``), HiFT ``full.speech``, the token2wav loop's streamed and offline audio, 20 greedy
   LM steps (logits within 1e-4, tokens exact). Tolerances: spec §1.
-- ``solve``: the flow's 10-step Euler + CFG solve (spec §6), full size with random weights
-  (seed 0), on padded inputs of each (batch, frame bucket) with batch x frames within the
-  capture budget: captured with the engine's `voxflow.stages.graphs.GraphRunner` (CUDA graph,
-  one pool, largest first), replay compared with eager on the same padded inputs (bit-identical
-  expected, spec §10), and timed, eager vs replay, median of `--repeats` device-synchronized
-  calls. TF32 is off (spec §10). On a CPU nothing is captured and replay is eager: the step
-  then only checks that it runs (``--tiny`` for the small flow).
+- ``solve``: the served flow solve (`FlowBucketRunner.forward`: 10-step Euler + CFG, spec §6,
+  one streaming flag per row), full size with random weights (seed 0), on padded inputs of
+  each (batch, frame bucket) with batch x frames within the capture budget: captured with the
+  engine's `voxflow.stages.graphs.GraphRunner` (CUDA graph, one pool, largest first), replay
+  compared with eager on the same padded inputs (bit-identical expected, spec §10), and timed,
+  eager vs replay, median of `--repeats` device-synchronized calls. TF32 is off (spec §10).
+  On a CPU nothing is captured and replay is eager: the step then only checks that it runs
+  (``--tiny`` for the small flow).
 - ``merge``: the parts into one JSON.
 
     .venv/bin/python benchmarks/gpu/cosyvoice3.py parity --device cuda --out parity.json
@@ -43,8 +44,8 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))  # cosyvoice3_fixtures: reads t
 from voxflow.models.cosyvoice3.flow import (  # noqa: E402
     CausalMaskedDiffWithDiT,
     FlowConfig,
-    cosine_t_span,
 )
+from voxflow.models.cosyvoice3.flow_bucket import FlowBucketRunner  # noqa: E402
 from voxflow.stages.graphs import GraphRunner  # noqa: E402
 
 SOLVE = 1e-4  # spec §1: 10-step solves, the vocoder and end-to-end audio
@@ -150,9 +151,10 @@ def parity(device: str) -> dict[str, Any]:
 # ---- solve: replay vs eager ------------------------------------------------------------------
 
 def padded_inputs(rows: int, bucket: int, real: int, dim_spk: int, device: str,
-                  seed: int) -> dict[str, Tensor]:
-    """The solve's static inputs for `rows` rows of `real` valid frames padded to `bucket`:
-    mu, cond [R, 80, F] (zero past `real`), mask [R, 1, F], spks [R, 80], x0 [R, 80, F]."""
+                  seed: int, streaming: bool = False) -> dict[str, Tensor]:
+    """The served solve's static inputs (`FlowBucketRunner.pack`'s layout) for `rows` rows of
+    `real` valid frames padded to `bucket`: mu, cond [R, 80, F] (zero past `real`), mask
+    [R, 1, F], spks [R, 80], streaming bool [R]."""
     gen = torch.Generator().manual_seed(seed)
     mu = torch.zeros(rows, 80, bucket)
     mu[:, :, :real] = torch.randn(rows, 80, real, generator=gen)
@@ -161,8 +163,9 @@ def padded_inputs(rows: int, bucket: int, real: int, dim_spk: int, device: str,
     mask = torch.zeros(rows, 1, bucket)
     mask[:, :, :real] = 1
     spks = torch.randn(rows, dim_spk, generator=gen)
+    flags = torch.full((rows,), streaming, dtype=torch.bool)
     return {k: v.to(device) for k, v in
-            {"mu": mu, "cond": cond, "mask": mask, "spks": spks}.items()}
+            {"mu": mu, "cond": cond, "mask": mask, "spks": spks, "streaming": flags}.items()}
 
 
 def solve_step(device: str, tiny: bool, buckets: list[int], batches: list[int],
@@ -174,14 +177,9 @@ def solve_step(device: str, tiny: bool, buckets: list[int], batches: list[int],
     with torch.device(device):
         flow = CausalMaskedDiffWithDiT(FlowConfig.tiny() if tiny else FlowConfig())
     flow = flow.to(device).eval().requires_grad_(False)
-    decoder = flow.decoder
-    t_span = cosine_t_span(device=device)
-
-    def forward(inputs: dict[str, Tensor]) -> Tensor:
-        x0 = decoder.noise(inputs["mu"].shape[2], inputs["mu"].device, inputs["mu"].dtype)
-        x0 = x0.expand(inputs["mu"].shape[0], -1, -1)
-        return decoder.solve_euler(x0, t_span, inputs["mu"], inputs["mask"], inputs["spks"],
-                                   inputs["cond"], streaming=streaming)
+    # the served solve (token2wav's FlowBucketRunner.forward), captured here shape by shape
+    served = FlowBucketRunner(flow, buckets, batches, max(batches), budget, True, device)
+    forward = served.forward
 
     runner = GraphRunner(forward, enabled=True, device=device)
     shapes = [(b, f) for b in sorted(batches, reverse=True) for f in sorted(buckets, reverse=True)
@@ -192,8 +190,8 @@ def solve_step(device: str, tiny: bool, buckets: list[int], batches: list[int],
                               "eager_reason": runner.eager_reason(), "shapes": {}}
     started = time.perf_counter()
     with torch.inference_mode():
-        examples = {s: padded_inputs(s[0], s[1], max(s[1] - PAD, 1), 80, device, seed=s[1])
-                    for s in shapes}
+        examples = {s: padded_inputs(s[0], s[1], max(s[1] - PAD, 1), 80, device, seed=s[1],
+                                     streaming=streaming) for s in shapes}
         for shape in shapes:  # largest first: smaller graphs reuse the pool
             runner.capture(shape, examples[shape])
         record["capture_s"] = time.perf_counter() - started
@@ -208,7 +206,7 @@ def solve_step(device: str, tiny: bool, buckets: list[int], batches: list[int],
                                      "max_abs_diff": max_diff(eager, replay)}
             # a second replay on other inputs must not change the first copy
             other = padded_inputs(shape[0], shape[1], max(shape[1] // 2, 1), 80, device,
-                                  seed=shape[1] + 1)
+                                  seed=shape[1] + 1, streaming=streaming)
             kept = replay.clone()
             runner.run(shape, other)
             entry["copy_outlives_next_replay"] = bool(torch.equal(kept, replay))
