@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from voxflow.models.cosyvoice3.dit import DiT
 from voxflow.models.cosyvoice3.noise import flow_rand_noise
+from voxflow.models.cosyvoice3.precision import cudnn_off
 
 # Spec §8: noise seed, and the buffer's frames (15000 = 300 s at 50 fps, the prompt+speech cap).
 NOISE_FRAMES = 15000
@@ -103,8 +104,9 @@ class PreLookaheadLayer(nn.Module):
                 raise ValueError(f"context must hold {self.pre_lookahead_len} tokens, "
                                  f"got {context.shape[1]}")
             h = torch.cat((h, context.transpose(1, 2)), dim=2)
-        h = F.leaky_relu(self.conv1(h), PRE_LOOKAHEAD_SLOPE)
-        h = self.conv2(F.pad(h, (self.conv2.kernel_size[0] - 1, 0)))
+        with cudnn_off(h):  # spec §10: cuDNN's float32 plan for these convs is slow
+            h = F.leaky_relu(self.conv1(h), PRE_LOOKAHEAD_SLOPE)
+            h = self.conv2(F.pad(h, (self.conv2.kernel_size[0] - 1, 0)))
         return h.transpose(1, 2) + inputs
 
 

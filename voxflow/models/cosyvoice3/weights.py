@@ -27,6 +27,7 @@ from voxflow.models.cosyvoice3.flow import CausalMaskedDiffWithDiT, FlowConfig
 from voxflow.models.cosyvoice3.hift import CausalHiFTGenerator, HiFTConfig
 from voxflow.models.cosyvoice3.lm import FULL_LM_CONFIG, ROPE_BUFFERS, TINY_LM_CONFIG, CosyVoice3LM
 from voxflow.models.cosyvoice3.noise import extend_sine_waves, full_size_sine_waves
+from voxflow.models.cosyvoice3.precision import full_float32
 from voxflow.models.cosyvoice3.settings import CosyVoice3Settings
 from voxflow.models.cosyvoice3.source import SAMPLES_PER_FRAME
 from voxflow.models.cosyvoice3.token2wav import Token2WavConfig
@@ -132,6 +133,8 @@ def _checkpoint(settings: CosyVoice3Settings, device: torch.device, folder: Path
 def _finish(lm: CosyVoice3LM, flow: CausalMaskedDiffWithDiT, hift: CausalHiFTGenerator,
             settings: CosyVoice3Settings, device: torch.device, kind: str,
             source: str) -> Models:
+    if full_float32(device):
+        log.info("cosyvoice3: TF32 off on %s (spec §10 precision)", device)
     for module in (lm, flow, hift):
         module.to(device).eval().requires_grad_(False)
     hift.set_sine_waves(hift.m_source.sine_waves)  # onto the device with the module
