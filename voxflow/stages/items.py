@@ -103,6 +103,13 @@ class StageBatch(Generic[P]):
             first step (prefill), else its decode step number; empty for other stages.
         bucket: for a bucketed stage, the padded size along its bucketed axis (e.g. frames)
             and the padded row count; None for other stages.
+        slack_s: per item, seconds from the batch's formation until the item is due by its
+            playback deadline (`voxflow.engine.request.RequestState.due`): a first segment is
+            due at its request's arrival plus the TTFA target, a continuation when its
+            listener's audio is about to run out. Negative: already late. A stage may spend
+            extra compute to meet a deadline it would otherwise miss (Piper streams a
+            segment's first window ahead of the rest). Empty when the batch was built outside
+            the engine's scheduler.
     """
 
     items: tuple[StageItem[P], ...]
@@ -110,6 +117,11 @@ class StageBatch(Generic[P]):
     isolated: bool = False
     step: tuple[int, ...] = field(default_factory=tuple)
     bucket: tuple[int, int] | None = None
+    slack_s: tuple[float, ...] = field(default_factory=tuple)
+
+    def slack(self, index: int) -> float:
+        """`slack_s[index]`, or +inf (no deadline known) when the scheduler gave none."""
+        return self.slack_s[index] if index < len(self.slack_s) else float("inf")
 
     def __len__(self) -> int:
         return len(self.items)

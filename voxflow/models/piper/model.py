@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from voxflow.models.piper.decode import (
 )
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_config
+from voxflow.models.piper.pace import DecodePace, EarlyWindow
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import Encoded, decode_in_line, encode_batch
 from voxflow.stages.items import StageBatch, StageItem
@@ -101,6 +103,11 @@ class PiperFrontendStage(TextFrontendStage):
         )
 
 
+def decoded_frames(windows: list[DecodeWindow]) -> int:
+    """Frames the HiFi-GAN decoder runs over for `windows`, context included."""
+    return sum(w.span[1] - w.span[0] for w in windows)
+
+
 class RunCounter:
     """Counts a family's model runs in progress across its stages' workers, to tell whether a
     run starts alone (then it may use the voice's solo session, with more threads)."""
@@ -151,6 +158,8 @@ class PiperAcousticStage(Stage):
         self._family = family
         self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
                                 s.first_chunk_frames, s.flow_pad_frames)
+        self._early = EarlyWindow((s.first_chunk_frames or 0) if s.early_first_window else 0,
+                                  s.decoder_pad_frames)
 
     def native_speed(self, item: StageItem) -> float:
         """The speed the graph renders `item` at (its speed clamped to the clean range)."""
@@ -177,6 +186,11 @@ class PiperAcousticStage(Stage):
             frames = min(frames, chunk + 2 * self._plan.pad_frames)
         return memory.encoder_bytes(len(batch), longest) + memory.decode_bytes(frames)
 
+    def events(self) -> dict[str, int]:
+        """``early_first_window``: segments that streamed their first window ahead under load
+        to meet their playback deadline (`pace.EarlyWindow`)."""
+        return {"early_first_window": self._family.pace.early_windows}
+
     def run(self, batch: StageBatch) -> list:
         voice = self._family.voice_models[batch[0].request.voice]
         rows = [item.payload.phoneme_ids for item in batch]
@@ -187,11 +201,11 @@ class PiperAcousticStage(Stage):
             graph = pick_graph(voice, alone, seeded)
             encoded = encode_batch(graph, voice.config, rows, seeds, native,
                                    self._family.settings.noise_frames_per_phoneme)
-            return [self._output(voice, graph, encoded, b, item, native, alone)
+            return [self._output(voice, graph, encoded, b, item, native, alone, batch.slack(b))
                     for b, item in enumerate(batch)]
 
     def _output(self, voice: PiperVoiceModel, graph: RewrittenGraph, encoded: Encoded, b: int,
-                item: StageItem, native: float, alone: bool) -> Parts | Next:
+                item: StageItem, native: float, alone: bool, slack_s: float) -> Parts | Next:
         values, frames = encoded.row(b)
         # Windows stream as parts where that shortens the wait: a run alone (the stretched
         # path returns all at once). With other runs in progress the request queues anyway;
@@ -200,13 +214,23 @@ class PiperAcousticStage(Stage):
         # worker decodes the windows in line, as one part. Seeded requests always get the
         # small first window: their bytes must not depend on the load, and in line or as
         # parts the same windows on the same session give the same bytes.
+        # Under load, a segment whose in-line decode would miss its playback deadline while
+        # its first window alone would not streams that window ahead (`pace.EarlyWindow`).
         stream = item.speed == native and graph.frames is not None
-        small_first = stream and item.segment == 0 and (alone or item.request.seeded)
+        early = stream and not alone and self._early.worth_it(slack_s, frames,
+                                                              self._family.pace)
+        small_first = stream and ((item.segment == 0 and (alone or item.request.seeded))
+                                  or early)
         windows = self._plan.windows(frames, first=small_first)
         cut = [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
-        if stream and alone:
+        if stream and (alone or early):
+            if early:
+                self._family.pace.note_early()
             return Parts(cut)
+        started = time.perf_counter()
         wave = decode_in_line(graph, values, frames, cut, voice.config.hop_length)
+        if stream:
+            self._family.pace.observe(decoded_frames(cut), time.perf_counter() - started)
         rate = voice.config.sample_rate
         # still through the decoder stage (which passes it on): an in_order stage must see
         # every segment of a request, or the next one would wait for it forever
@@ -258,7 +282,11 @@ class PiperDecoderStage(Stage):
             graph = pick_graph(voice, alone, seeded)
             assert graph.frames is not None  # the acoustic stage decodes uncut graphs itself
             windows = [item.payload for item in batch]
+            started = time.perf_counter()
             waves = decode_windows(graph.frames, windows, voice.config.hop_length)
+            if not alone:  # the pace under load (a run alone has the solo session's threads)
+                self._family.pace.observe(decoded_frames(windows),
+                                          time.perf_counter() - started)
         return [Audio(np.clip(w, -1.0, 1.0).astype(np.float32)) for w in waves]
 
 
@@ -271,6 +299,7 @@ class PiperFamily(ModelFamily):
     def __init__(self, name: str, settings: PiperSettings):
         super().__init__(name, settings)
         self.runs = RunCounter()  # acoustic and decoder runs in progress (solo sessions)
+        self.pace = DecodePace()  # decoder seconds per frame under load (early windows)
         files = _voice_files(settings)
         self.voice_models = {vid: load_voice(vid, path, settings) for vid, path in files.items()}
         self.set_voices({vid: vm.voice for vid, vm in self.voice_models.items()},

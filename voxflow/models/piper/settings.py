@@ -78,6 +78,14 @@ class PiperSettings(BaseModel):
         "(32 = 0.37 s at joe's hop), sent as soon as it is decoded: time to first audio waits "
         "for the encoder and this window, not the whole sentence. null = no such window.",
     )
+    early_first_window: bool = Field(
+        True,
+        description="Under load, a segment whose in-line decode would end after its playback "
+        "deadline (first audio due at arrival + `engine.ttfa_target_s`) while a "
+        "`first_chunk_frames` window alone would not, streams that window ahead of the rest "
+        "(decoded twice over the seam's context frames). false = under load every segment is "
+        "decoded in line and sent whole.",
+    )
     decoder_pad_frames: int = Field(
         12, ge=0, le=256,
         description="Latent frames of context decoded on each side of a decoder window and "
