@@ -52,10 +52,25 @@ def test_windows_are_the_fewest_equal_ones_and_cover_every_frame_once(frames, ch
     (500, [32, 234, 234]), (288, [32, 256]), (300, [32, 134, 134]), (100, [32, 68]),
     (32, [32]), (20, [20]),
 ])
-def test_a_first_segment_starts_with_a_small_window_then_the_fewest_equal_ones(frames, sizes):
-    plan = DecodePlan(256, 12, first_frames=32)
+def test_without_growth_a_small_first_window_then_the_fewest_equal_ones(frames, sizes):
+    plan = DecodePlan(256, 12, first_frames=32, growth=1)
     assert [e - s for _, s, e, _ in plan.windows(frames, first=True)] == sizes
     assert plan.windows(frames) == DecodePlan(256, 12).windows(frames)  # later segments
+
+
+@pytest.mark.parametrize(("frames", "sizes"), [
+    # 32, then at most 4x the window before (the last up to 1.5x that), then equal windows of
+    # at most 512
+    (490, [32, 128, 330]), (300, [32, 128, 140]), (200, [32, 168]), (100, [32, 68]),
+    (700, [32, 128, 270, 270]), (1500, [32, 128, 447, 447, 446]), (32, [32]), (20, [20]),
+])
+def test_a_first_segment_starts_with_windows_growing_fourfold(frames, sizes):
+    plan = DecodePlan(512, 12, first_frames=32, growth=4)
+    windows = plan.windows(frames, first=True)
+    assert [e - s for _, s, e, _ in windows] == sizes
+    assert windows[0][1] == 0 and windows[-1][2] == frames
+    assert all(a[2] == b[1] for a, b in zip(windows, windows[1:], strict=False))  # no gaps
+    assert plan.windows(frames) == DecodePlan(512, 12).windows(frames)  # later segments
 
 
 def test_joe_is_cut_at_the_prior_sample_and_the_masked_latent(joe):

@@ -33,25 +33,45 @@ class DecodePlan:
         first_frames: frames of a small first window, so that audio starts after running only
             those (time to first audio); None or at least the segment: no such window.
         flow_pad_frames: flow context frames on each side of the decoder's frames.
+        growth: each window after the first holds at most this many times the frames of the
+            one before it (up to `chunk_frames`), so that while a window plays the next one,
+            `growth` times longer, can be decoded: with the decoder at least `growth` times
+            faster than real time, no window arrives after its predecessor has played out
+            (joe decodes about 10x real time on one core of this machine). 1 or less: only
+            the first window is small.
     """
 
     chunk_frames: int | None = None
     pad_frames: int = 12
     first_frames: int | None = None
     flow_pad_frames: int = 32
+    growth: float = 4.0
 
     def _heads(self, frames: int) -> list[int]:
-        """The small window a segment starts with (none when the segment is not longer)."""
+        """The small windows a segment starts with, growing by `growth` until the rest fits in
+        one window of at most 1.5 x `growth` times the last (rather than leaving a tail window
+        of a few frames), or the next would reach `chunk_frames`; none when the segment is not
+        longer than the first window."""
         first = self.first_frames or 0
-        return [first] if 0 < first < frames else []
+        if not 0 < first < frames:
+            return []
+        heads = [first]
+        cap = self.chunk_frames or frames
+        while self.growth > 1:
+            nxt = min(cap, int(heads[-1] * self.growth))
+            rest = frames - sum(heads)
+            if rest <= min(cap, nxt * 3 // 2) or nxt >= cap:  # no tail window of a few frames
+                break
+            heads.append(nxt)
+        return heads
 
     def windows(self, frames: int, first: bool = False) -> list[tuple[int, int, int, int]]:
         """(lo, s, e, hi) per decoder run: decode frames [lo, hi), keep [s, e).
 
         The windows cover [0, frames) in order, without gaps or overlap: with `first` (and
-        `first_frames` shorter than the segment) a first window of `first_frames`; then the
-        fewest windows of at most `chunk_frames` for the rest, of equal size (the last may be
-        shorter).
+        `first_frames` shorter than the segment) a first window of `first_frames` and windows
+        growing from it (`_heads`); then the fewest windows of at most `chunk_frames` for the
+        rest, of equal size (the last may be shorter).
         """
         heads = self._heads(frames) if first else []
         head = sum(heads)

@@ -157,7 +157,8 @@ class PiperAcousticStage(Stage):
         super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers)
         self._family = family
         self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
-                                s.first_chunk_frames, s.flow_pad_frames)
+                                s.first_chunk_frames, s.flow_pad_frames,
+                                s.decoder_window_growth)
         self._early = EarlyWindow((s.first_chunk_frames or 0) if s.early_first_window else 0,
                                   s.decoder_pad_frames)
 

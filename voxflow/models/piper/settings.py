@@ -78,6 +78,14 @@ class PiperSettings(BaseModel):
         "(32 = 0.37 s at joe's hop), sent as soon as it is decoded: time to first audio waits "
         "for the encoder and this window, not the whole sentence. null = no such window.",
     )
+    decoder_window_growth: float = Field(
+        4.0, ge=1.0, le=64.0,
+        description="When a segment streams in windows, each window after the first holds at "
+        "most this many times the frames of the one before (up to `decoder_chunk_frames`): "
+        "32, 128, then the rest. A window is then decoded while the one before it plays, as "
+        "long as the decoder runs this many times faster than real time (joe: about 10x on "
+        "one core here). 1 = one small first window, then the fewest equal windows.",
+    )
     early_first_window: bool = Field(
         True,
         description="Under load, a segment whose in-line decode would end after its playback "
