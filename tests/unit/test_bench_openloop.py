@@ -226,6 +226,31 @@ def test_tables_and_record_of_rates_and_a_capacity():
     assert record["rates"]["line"][0]["summary"]["goodput"]["median"] == 1.0
 
 
+def test_compare_gives_capacity_verdicts_against_the_base_arm():
+    from voxflow.bench.openloop_compare import open_comparison, open_comparison_table
+
+    def runs(threshold: float) -> list[OpenLoopRun]:
+        out = []
+        for repeat in range(3):
+            run = OpenLoopRun("line", repeat, rates=[rate_stats(
+                4.0, 1.0, [timeline(0.0, [(0.1 if threshold >= 4 else 2.0, 1000)])], Slo())])
+            run.capacity = asyncio.run(find_capacity(fake_probe(threshold + repeat * 0.1, []),
+                                                     CapacitySearch(start=1.0)))
+            out.append(run)
+        return out
+
+    result = open_comparison({"a": runs(2.0), "b": runs(8.0), "c": runs(2.0)}, ["a", "b", "c"])
+    cap = result["line"]["capacity"]
+    assert cap["arms"]["a"]["rate"]["n"] == 3
+    assert cap["vs_base"]["b"]["rate"]["verdict"] == "better"
+    assert cap["vs_base"]["c"]["rate"]["verdict"] == "within noise"
+    assert result["line"]["rates"][0]["vs_base"]["b"]["goodput"]["verdict"] == "better"
+    assert result["line"]["rates"][0]["vs_base"]["b"]["ttfa_p99"]["verdict"] == "better"
+    table = open_comparison_table(result, ["a", "b", "c"])
+    assert table.splitlines()[0].split()[:5] == ["case", "rate", "metric", "a", "(base)"]
+    assert "verdict b" in table and "search" in table
+
+
 # ---- options ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("argv", "message"), [
     (["--request-rate", "0"], "every request rate must be more than 0"),

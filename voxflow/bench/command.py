@@ -28,6 +28,7 @@ from voxflow.bench.errors import EXIT_FAILED, EXIT_USAGE, BenchError
 from voxflow.bench.idle import GateResult, LoadMeter, LoadSource, PsutilLoad, wait_idle
 from voxflow.bench.machine import git_state, machine_record
 from voxflow.bench.openloop import run_open_loop
+from voxflow.bench.openloop_compare import open_comparison, open_comparison_table
 from voxflow.bench.openloop_report import open_loop_record, open_loop_tables
 from voxflow.bench.report import gates_record, run_table, runs_record
 from voxflow.bench.runner import Case, LevelGuard, run_sweep
@@ -202,6 +203,10 @@ def _stop_on_sigterm() -> Callable[[], None]:
 def bench_compare(args: argparse.Namespace) -> int:
     """``voxflow bench compare``: start arms in rotation, bench each, print verdicts."""
     arms, cases, plan = _arms(args), _inputs(args), options.plan_from(args)
+    open_plan = options.open_loop_from(args)
+    if open_plan is not None and args.quality:
+        raise BenchError("--quality works with --concurrency only, not with --request-rate or "
+                         "--find-capacity", EXIT_USAGE)
     names = [a.name for a in arms]
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="voxflow-compare-"))
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -223,14 +228,20 @@ def bench_compare(args: argparse.Namespace) -> int:
     try:
         starts = asyncio.run(run_compare(
             arms, target, cases, plan, args.runs, work_dir, make_gate(args, source),
-            quality_case, args.health_timeout, say, guard))
+            quality_case, args.health_timeout, say, guard, open_plan))
     finally:
         undo()
-    result = comparison(starts, names)
-    table = comparison_table(result, names)
+    if open_plan is None:
+        result = comparison(starts, names)
+        table = comparison_table(result, names)
+    else:
+        result = open_comparison({n: [r for s in starts if s.arm == n for r in s.open_runs]
+                                  for n in names}, names)
+        table = open_comparison_table(result, names)
     print(table)
     record.update(starts=[s.to_dict() for s in starts], comparison=result, table=table,
-                  busy=any(r.busy for s in starts for r in s.runs))
+                  busy=any(r.busy for s in starts for r in s.runs)
+                  or any(r.busy for s in starts for r in s.open_runs))
     if quality_case is not None:
         from voxflow.bench.quality import quality_report
 
