@@ -85,6 +85,8 @@ def test_goodput_counts_late_first_audio_stalls_and_errors_as_failures():
     assert s.audio_s == pytest.approx(5.0) and s.audio_s_per_s == pytest.approx(2.5)
     assert s.audio_s_mean == pytest.approx(1.25)
     assert s.ttfa_p50 == pytest.approx(0.75)
+    assert math.isnan(s.drain_s)
+    assert rate_stats(5.0, 2.0, [good, late], slo, window_end=1.0).drain_s == pytest.approx(0.5)
     # one stall allowed: the stalled request meets the service level
     assert rate_stats(5.0, 2.0, [stalled], Slo(1.0, max_stalls=1)).goodput == 1.0
     # a looser first-audio limit lets the late one in
@@ -177,6 +179,7 @@ def test_one_rate_sends_its_schedule_and_measures_only_after_warmup():
     assert [b["seed"] for b in bodies[:4]] == [3, 4, 5, 3]
     assert s.audio_s == pytest.approx(0.1 * s.sent)
     assert s.send_lag_p99 < 0.5
+    assert -1.0 < s.drain_s < 0.5  # the last request ends around the window's end
 
 
 def wav_bytes(samples: int) -> bytes:

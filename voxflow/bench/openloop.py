@@ -134,7 +134,10 @@ class RateStats:
     that audio per successful request. Percentiles and `stall_rate` (share of successful
     requests that stalled at least once) cover successful requests only. `send_lag_p99` is how
     late the client itself sent requests against the schedule: if it is large, the client, not
-    the server, limited the load.
+    the server, limited the load. `drain_s` is how long after the window's end the last measured
+    request finished: a server that keeps up drains in about one request's latency, an
+    overloaded one takes ever longer (and its `audio_s_per_s` then counts audio delivered after
+    the window).
     """
 
     rate: float
@@ -158,13 +161,14 @@ class RateStats:
     send_lag_p99: float
     slo_ttfa_s: float
     slo_max_stalls: int
+    drain_s: float = float("nan")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def rate_stats(rate: float, duration_s: float, timelines: list[Timeline], slo: Slo,
-               lags: list[float] | None = None) -> RateStats:
+               lags: list[float] | None = None, window_end: float | None = None) -> RateStats:
     """Statistics of one rate's measured requests (all finished; see `RateStats`).
 
     Raises:
@@ -193,6 +197,8 @@ def rate_stats(rate: float, duration_s: float, timelines: list[Timeline], slo: S
         audio_s_per_s=audio / duration_s,
         send_lag_p99=percentile(lags or [], 99),
         slo_ttfa_s=slo.ttfa_s, slo_max_stalls=slo.max_stalls,
+        drain_s=(max(t.done or 0.0 for t in timelines) - window_end
+                 if timelines and window_end is not None else nan),
     )
 
 
@@ -220,7 +226,8 @@ async def run_rate(client: httpx.AsyncClient, adapter: Adapter, case: Case, rate
     measured = [(float(off), r.timeline) for off, r in zip(times, results, strict=True)
                 if off >= plan.warmup_s]
     lags = [max(0.0, tl.sent - (origin + off)) for off, tl in measured]
-    return rate_stats(rate, plan.duration_s, [tl for _, tl in measured], plan.slo, lags)
+    end = origin + plan.warmup_s + plan.duration_s
+    return rate_stats(rate, plan.duration_s, [tl for _, tl in measured], plan.slo, lags, end)
 
 
 # ---- capacity search ----------------------------------------------------------------------------

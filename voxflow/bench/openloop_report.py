@@ -19,14 +19,14 @@ RATE_COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("goodput", "goodput", 3), ("ttfa_p50", "TTFA p50", 3), ("ttfa_p90", "p90", 3),
     ("ttfa_p99", "p99", 3), ("latency_p50", "latency p50", 3), ("stall_rate", "stall rate", 2),
     ("audio_s_per_s", "audio-s/s", 2), ("achieved_rate", "sent/s", 2),
-    ("send_lag_p99", "send lag p99", 3),
+    ("send_lag_p99", "send lag p99", 3), ("drain_s", "drain", 2),
 )
 """(RateStats field, column header, decimals) after case, rate and ok/sent."""
 
 RATE_NUMBERS: tuple[str, ...] = (
     "sent", "ok", "good", "goodput", "errors", "achieved_rate", "ttfa_p50", "ttfa_p90",
     "ttfa_p99", "latency_p50", "latency_p99", "stall_rate", "audio_s", "audio_s_mean",
-    "audio_s_per_s", "send_lag_p99",
+    "audio_s_per_s", "send_lag_p99", "drain_s",
 )
 """The `RateStats` numbers summarized over repeats (and over arm starts in a comparison)."""
 
