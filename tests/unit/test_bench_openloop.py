@@ -182,6 +182,16 @@ def test_one_rate_sends_its_schedule_and_measures_only_after_warmup():
     assert -1.0 < s.drain_s < 0.5  # the last request ends around the window's end
 
 
+def test_a_server_that_refuses_every_connection_stops_the_run():
+    from voxflow.bench.errors import BenchError
+    from voxflow.bench.openloop import run_open_loop
+
+    plan = OpenLoopPlan(rates=(20.0,), duration_s=0.3, warmup_s=0.0, timeout_s=2.0)
+    adapter = make_adapter(Target("openai", URL))
+    with pytest.raises(BenchError, match="no request could connect"):
+        asyncio.run(run_open_loop(adapter, [Case("c", ("a",))], plan))
+
+
 def wav_bytes(samples: int) -> bytes:
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:

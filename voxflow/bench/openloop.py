@@ -32,6 +32,7 @@ import numpy as np
 
 from voxflow.bench.adapters import Adapter
 from voxflow.bench.client import Result, fetch
+from voxflow.bench.errors import BenchError
 from voxflow.bench.idle import GateResult
 from voxflow.bench.runner import Case
 from voxflow.bench.timeline import Timeline, percentile
@@ -355,10 +356,18 @@ async def run_open_loop(
 def _prober(client: httpx.AsyncClient, adapter: Adapter, case: Case, repeat: int,
             plan: OpenLoopPlan, say: Callable[[str], None],
             kind: str) -> Callable[[float], Awaitable[RateStats]]:
-    """``probe(rate)``: run that rate of `case` and say how it went."""
+    """``probe(rate)``: run that rate of `case` and say how it went.
+
+    Raises:
+        BenchError: no measured request could even connect (the server is gone). Every request
+            failing otherwise (429s, timeouts) is a measurement: goodput 0.
+    """
     async def probe(rate: float) -> RateStats:
         stats = await run_rate(client, adapter, case, rate, plan)
         say(rate_line(case.name, repeat, stats, kind))
+        if stats.sent and stats.errors_by_kind.get("connect", 0) == stats.sent:
+            raise BenchError(f"no request could connect at {rate:g} req/s of case {case.name}: "
+                             f"is the server at {adapter.target.url} still up?")
         return stats
     return probe
 
