@@ -174,3 +174,37 @@ def test_compare_rotates_arms_and_always_stops_them(monkeypatch, tmp_path, capsy
     row = record["comparison"]["line"][0]
     assert row["arms"]["head"]["ttfa_p50"]["n"] == 2
     assert row["vs_base"]["head"]["errors"]["verdict"] == "within noise"
+
+
+def test_open_loop_run_against_the_real_server(joe_server, quiet, tmp_path, capsys):
+    out = tmp_path / "open.json"
+    assert main(["bench", "run", "--url", joe_server.url, "--case", "line", "--request-rate",
+                 "2", "--duration", "3", "--warmup-s", "1", "--slo-ttfa", "30",
+                 "--out", str(out)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:4] == ["case", "rate", "ok/sent", "goodput"]
+    record = json.loads(out.read_text())
+    s = record["open_loop"]["runs"][0]["rates"][0]
+    assert s["sent"] >= 1 and s["ok"] == s["sent"] and s["errors"] == 0
+    assert s["goodput"] == pytest.approx(s["good"] / s["sent"])
+    assert 0 < s["ttfa_p50"] <= s["latency_p50"] and s["audio_s_per_s"] > 0
+
+
+def test_open_loop_compare_reports_capacity_per_arm(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(command, "make_load_source", QuietLoad)
+    arm = f"{sys.executable} {FAKE_SERVER} {{port}}"
+    out = tmp_path / "compare.json"
+    assert main(["bench", "compare", "--arm", f"base={arm}", "--arm", f"head={arm}",
+                 "--runs", "1", "--case", "line", "--request-rate", "4", "--duration", "1",
+                 "--warmup-s", "0.5", "--find-capacity", "--capacity-max-probes", "2",
+                 "--work-dir", str(tmp_path / "work"), "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "capacity req/s" in table and "goodput" in table and "head/base" in table
+    record = json.loads(out.read_text())
+    assert [s["arm"] for s in record["starts"]] == ["base", "head"]
+    line = record["comparison"]["line"]
+    # the fake server answers at once: both probes (4 and 8 req/s) pass, capacity 8
+    assert line["capacity"]["arms"]["head"]["rate"]["median"] == 8.0
+    assert line["capacity"]["vs_base"]["head"]["rate"]["verdict"] == "within noise"
+    assert line["rates"][0]["rate"] == 4.0
+    assert line["rates"][0]["arms"]["base"]["goodput"]["median"] == 1.0

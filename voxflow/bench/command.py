@@ -27,6 +27,9 @@ from voxflow.bench.compare import comparison, comparison_table, run_compare
 from voxflow.bench.errors import EXIT_FAILED, EXIT_USAGE, BenchError
 from voxflow.bench.idle import GateResult, LoadMeter, LoadSource, PsutilLoad, wait_idle
 from voxflow.bench.machine import git_state, machine_record
+from voxflow.bench.openloop import run_open_loop
+from voxflow.bench.openloop_compare import open_comparison, open_comparison_table
+from voxflow.bench.openloop_report import open_loop_record, open_loop_tables
 from voxflow.bench.report import gates_record, run_table, runs_record
 from voxflow.bench.runner import Case, LevelGuard, run_sweep
 from voxflow.eval.clips import write_clip
@@ -111,6 +114,10 @@ def bench_run(args: argparse.Namespace) -> int:
     """``voxflow bench run``: one server, a concurrency sweep (or ``--check N``)."""
     adapter = make_adapter(options.target_from(args, args.engine, args.url))
     cases, plan = _inputs(args), options.plan_from(args)
+    open_plan = options.open_loop_from(args)
+    if open_plan is not None and (args.check or args.save_audio_dir):
+        raise BenchError("--check and --save-audio-dir work with --concurrency only, not with "
+                         "--request-rate or --find-capacity", EXIT_USAGE)
     dropped = _warn_dropped(adapter)
     record = _header(args, "run")
     record["server"] = {"engine": args.engine, "url": adapter.target.url,
@@ -119,6 +126,8 @@ def bench_run(args: argparse.Namespace) -> int:
     record["dropped_extras"] = dropped
     if args.check:
         return _check(args, adapter, cases, plan, record)
+    if open_plan is not None:
+        return _open_loop(args, adapter, cases, open_plan, record)
     saver = audio_saver(args.save_audio_dir) if args.save_audio_dir else None
     gate = make_gate(args, make_load_source())
     runs = asyncio.run(run_sweep(adapter, cases, plan, gate, saver, say))
@@ -126,6 +135,20 @@ def bench_run(args: argparse.Namespace) -> int:
     print(table)
     record.update(gates=gates_record(runs), busy=any(r.busy for r in runs),
                   cases=runs_record(runs), table=table)
+    if args.out:
+        write_json(args.out, record)
+        say(f"wrote {args.out}")
+    return 0
+
+
+def _open_loop(args, adapter: Adapter, cases: list[Case], plan, record: dict[str, Any]) -> int:
+    """``bench run --request-rate/--find-capacity``: see `voxflow.bench.openloop`."""
+    gate = make_gate(args, make_load_source())
+    runs = asyncio.run(run_open_loop(adapter, cases, plan, gate, say))
+    table = open_loop_tables(runs)
+    print(table)
+    record.update(gates=[g.to_dict() for r in runs for g in r.gates],
+                  busy=any(r.busy for r in runs), open_loop=open_loop_record(runs), table=table)
     if args.out:
         write_json(args.out, record)
         say(f"wrote {args.out}")
@@ -180,6 +203,10 @@ def _stop_on_sigterm() -> Callable[[], None]:
 def bench_compare(args: argparse.Namespace) -> int:
     """``voxflow bench compare``: start arms in rotation, bench each, print verdicts."""
     arms, cases, plan = _arms(args), _inputs(args), options.plan_from(args)
+    open_plan = options.open_loop_from(args)
+    if open_plan is not None and args.quality:
+        raise BenchError("--quality works with --concurrency only, not with --request-rate or "
+                         "--find-capacity", EXIT_USAGE)
     names = [a.name for a in arms]
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="voxflow-compare-"))
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -201,14 +228,20 @@ def bench_compare(args: argparse.Namespace) -> int:
     try:
         starts = asyncio.run(run_compare(
             arms, target, cases, plan, args.runs, work_dir, make_gate(args, source),
-            quality_case, args.health_timeout, say, guard))
+            quality_case, args.health_timeout, say, guard, open_plan))
     finally:
         undo()
-    result = comparison(starts, names)
-    table = comparison_table(result, names)
+    if open_plan is None:
+        result = comparison(starts, names)
+        table = comparison_table(result, names)
+    else:
+        result = open_comparison({n: [r for s in starts if s.arm == n for r in s.open_runs]
+                                  for n in names}, names)
+        table = open_comparison_table(result, names)
     print(table)
     record.update(starts=[s.to_dict() for s in starts], comparison=result, table=table,
-                  busy=any(r.busy for s in starts for r in s.runs))
+                  busy=any(r.busy for s in starts for r in s.runs)
+                  or any(r.busy for s in starts for r in s.open_runs))
     if quality_case is not None:
         from voxflow.bench.quality import quality_report
 

@@ -32,6 +32,7 @@ from voxflow.bench.metrics import (
     merge_errors,
     summarize,
 )
+from voxflow.bench.openloop import OpenLoopPlan, OpenLoopRun, run_open_loop
 from voxflow.bench.quality import synthesize_clips
 from voxflow.bench.report import fmt_number, fmt_spread, render_table
 from voxflow.bench.runner import Case, CaseRun, LevelGuard, SweepPlan, http_client, run_sweep
@@ -53,11 +54,15 @@ class ArmStart:
     ready_s: float
     info: dict[str, Any]
     runs: list[CaseRun] = field(default_factory=list)
+    open_runs: list[OpenLoopRun] = field(default_factory=list)
+    """The open-loop runs (``--request-rate``/``--find-capacity``) instead of `runs`."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"arm": self.arm, "slot": self.slot, "command": self.command, "url": self.url,
                 "ready_s": self.ready_s, "info": self.info,
-                "gates": [g.to_dict() for r in self.runs for g in r.gates],
+                "gates": [g.to_dict() for r in self.runs for g in r.gates]
+                + [g.to_dict() for r in self.open_runs for g in r.gates],
+                "open_loop": [r.to_dict() for r in self.open_runs],
                 "levels": {r.case: [s.to_dict() for s in r.levels] for r in self.runs},
                 "discarded_levels": {r.case: [s.to_dict() for s in r.discarded]
                                      for r in self.runs if r.discarded}}
@@ -87,6 +92,7 @@ async def run_compare(
     health_timeout_s: float = 180.0,
     say: Callable[[str], None] = lambda line: None,
     guard: LevelGuard | None = None,
+    open_plan: OpenLoopPlan | None = None,
 ) -> list[ArmStart]:
     """Start, bench and stop every arm `runs` times in rotation; see the module docstring.
 
@@ -95,6 +101,7 @@ async def run_compare(
         quality_case: when given, each arm's first start also saves one clip per text of it
             under ``work_dir/quality/<arm>`` (see `voxflow.bench.quality`).
         guard: retake levels during which other processes were busy (see `run_sweep`).
+        open_plan: run this open-loop plan (`voxflow.bench.openloop`) instead of the sweep.
     """
     by_name = {a.name: a for a in arms}
     starts: list[ArmStart] = []
@@ -114,7 +121,10 @@ async def run_compare(
             info["git"] = git_state(arm.cwd)
             start = ArmStart(name, slot, server.command, server.url, ready_s, info)
             say(f"{name} ready in {ready_s:.1f} s")
-            start.runs = await run_sweep(adapter, cases, plan, gate, say=say, guard=guard)
+            if open_plan is None:
+                start.runs = await run_sweep(adapter, cases, plan, gate, say=say, guard=guard)
+            else:
+                start.open_runs = await run_open_loop(adapter, cases, open_plan, gate, say)
             if quality_case is not None and not any(s.arm == name for s in starts):
                 say(f"{name}: synthesizing {len(quality_case.texts)} quality clips")
                 await synthesize_clips(adapter, quality_case, work_dir / "quality" / name, plan)

@@ -15,6 +15,7 @@ import yaml
 from voxflow.audio.formats import FORMATS
 from voxflow.bench.adapters import OPENAI_PCM_RATE, Target
 from voxflow.bench.idle import IdlePolicy
+from voxflow.bench.openloop import CapacitySearch, OpenLoopPlan, Slo
 from voxflow.bench.runner import MIN_PER_LEVEL, Case, SweepPlan
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
@@ -80,6 +81,55 @@ def concurrency_list(text: str) -> tuple[int, ...]:
     if len(set(levels)) != len(levels):
         raise argparse.ArgumentTypeError(f"concurrency levels repeat in {text!r}")
     return levels
+
+
+def rate_list(text: str) -> tuple[float, ...]:
+    """``"2,4.5"`` -> (2.0, 4.5): requests/s, each more than 0, no duplicates, in order."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        rates = tuple(float(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"request rate must be a comma-separated list of numbers (requests/s), got {text!r}"
+        ) from None
+    if not all(r > 0 and r != float("inf") for r in rates):
+        raise argparse.ArgumentTypeError(f"every request rate must be more than 0, got {text!r}")
+    if len(set(rates)) != len(rates):
+        raise argparse.ArgumentTypeError(f"request rates repeat in {text!r}")
+    return rates
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A number in (0, 1]."""
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 1, got {text}")
+    return value
+
+
+def tolerance(text: str) -> float:
+    """A number in (0, 1)."""
+    value = positive_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and less than 1, got {text}")
+    return value
+
+
+def max_probes(text: str) -> int:
+    value = _int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be at least 2, got {value}")
+    return value
 
 
 def case_names(text: str) -> list[str]:
@@ -162,6 +212,34 @@ def add_sweep_options(p: argparse.ArgumentParser) -> None:
                    help="run the whole sweep N times; report medians with ranges (1)")
 
 
+def add_open_loop_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "open loop (instead of --concurrency: requests at seeded Poisson times)")
+    g.add_argument("--request-rate", type=rate_list, metavar="R[,R2...]",
+                   help="offered requests/s, each run for --duration after --warmup-s")
+    g.add_argument("--duration", type=positive_float, default=30.0, metavar="S",
+                   help="measured seconds of each rate (30)")
+    g.add_argument("--warmup-s", type=non_negative_float, default=5.0, metavar="S",
+                   help="unmeasured seconds of sending before each rate's window (5)")
+    g.add_argument("--schedule-seed", type=non_negative_int, default=0, metavar="N",
+                   help="seed of the arrival times; same seed, same schedule (0)")
+    g.add_argument("--slo-ttfa", type=positive_float, default=1.0, metavar="S",
+                   help="service level: first audio within S seconds (1.0)")
+    g.add_argument("--slo-max-stalls", type=non_negative_int, default=0, metavar="N",
+                   help="service level: at most N playback stalls (0)")
+    g.add_argument("--find-capacity", action="store_true",
+                   help="search the highest rate whose goodput reaches --capacity-goodput")
+    g.add_argument("--capacity-start", type=positive_float, metavar="R",
+                   help="first rate of the search (default: the last --request-rate, else 1)")
+    g.add_argument("--capacity-goodput", type=fraction, default=0.99, metavar="F",
+                   help="least goodput (share of requests meeting the service level) (0.99)")
+    g.add_argument("--capacity-tolerance", type=tolerance, default=0.05, metavar="F",
+                   help="stop when the lowest failing rate is within F of the passing one "
+                   "(0.05)")
+    g.add_argument("--capacity-max-probes", type=max_probes, default=12, metavar="N",
+                   help="most rates the search probes (12)")
+
+
 def add_gate_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("idle gate")
     g.add_argument("--allow-busy", action="store_true",
@@ -208,6 +286,24 @@ def plan_from(args: argparse.Namespace) -> SweepPlan:
     return SweepPlan(
         concurrency=args.concurrency, per_level=args.per_level, warmup=args.warmup,
         repeats=args.repeats, seed=args.seed, timeout_s=args.timeout,
+    )
+
+
+def open_loop_from(args: argparse.Namespace) -> OpenLoopPlan | None:
+    """The open-loop plan when ``--request-rate`` or ``--find-capacity`` is given, else None."""
+    if args.request_rate is None and not args.find_capacity:
+        return None
+    rates = args.request_rate or ()
+    search = None
+    if args.find_capacity:
+        start = args.capacity_start or (rates[-1] if rates else 1.0)
+        search = CapacitySearch(start=start, goodput=args.capacity_goodput,
+                                tolerance=args.capacity_tolerance,
+                                max_probes=args.capacity_max_probes)
+    return OpenLoopPlan(
+        rates=rates, duration_s=args.duration, warmup_s=args.warmup_s,
+        schedule_seed=args.schedule_seed, seed=args.seed, timeout_s=args.timeout,
+        repeats=args.repeats, slo=Slo(args.slo_ttfa, args.slo_max_stalls), capacity=search,
     )
 
 

@@ -66,6 +66,7 @@ def add_bench(commands) -> None:
         bench_options.add_request_options(p)
         bench_options.add_input_options(p)
         bench_options.add_sweep_options(p)
+        bench_options.add_open_loop_options(p)
         bench_options.add_gate_options(p)
         bench_options.add_output_options(p)
     run.set_defaults(handler=cmd_bench)
