@@ -12,7 +12,7 @@ from voxflow.models.piper.frontend import PhonemeSegment
 from voxflow.models.piper.model import PiperAcousticStage, PiperFamily
 from voxflow.models.piper.pace import DecodePace, EarlyWindow
 from voxflow.stages.items import StageBatch
-from voxflow.stages.outputs import Next, Parts
+from voxflow.stages.outputs import Next, StreamedParts
 
 
 def test_pace_moves_toward_each_observation_by_its_weight():
@@ -65,9 +65,14 @@ def test_a_busy_segment_streams_its_first_window_when_its_deadline_needs_it(tiny
     # frames of context) can
     family.pace = DecodePace(start=1.0)
     out, early = _busy_run(family, slack_s=20.0)
-    assert isinstance(out, Parts) and early == 1
-    first = out.payloads[0]
-    assert first.keep[1] - first.keep[0] == 4  # the small first window leads
+    assert isinstance(out, StreamedParts) and early == 1
+    parts = list(out.produce())
+    assert len(parts) == out.count and parts[0].size == 4 * 256  # the small first window leads
+    # the same audio as the whole segment decoded in line (the windows' float rounding aside)
+    family.pace = DecodePace(start=1e-6)
+    whole, _ = _busy_run(family, slack_s=20.0)
+    assert isinstance(whole, Next)
+    np.testing.assert_allclose(np.concatenate(parts), whole.payload, atol=1e-4)
 
 
 def test_a_busy_segment_goes_in_line_with_time_to_spare_no_deadline_or_switched_off(

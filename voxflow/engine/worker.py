@@ -2,7 +2,8 @@
 
 Routing (`voxflow.stages.outputs`): `Segments` fan a request out into segment jobs for the next
 stage (and record its pauses on the request); `Next` goes to the next stage's queue keeping the
-item's segment, part and final flag; `Parts` queue one job per part of the segment; `Audio` is
+item's segment, part and final flag; `Parts` queue one job per part of the segment,
+`StreamedParts` one per part as each is made; `Audio` is
 delivered to the request as that segment part;
 an exception fails only its own request.
 """
@@ -16,7 +17,7 @@ from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.scheduler import Job, StageQueue, stage_batch
 from voxflow.errors import SynthesisError, VoxflowError
 from voxflow.memory_gate import GATE
-from voxflow.stages.outputs import Audio, Next, Parts, Segments, check_outputs
+from voxflow.stages.outputs import Audio, Next, Parts, Segments, StreamedParts, check_outputs
 from voxflow.stages.stage import Stage
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ def route(stage: Stage, job: Job, out: object, downstream: StageQueue | None) ->
         state.fail(as_request_error(stage, TypeError("the last stage returned no audio")))
     elif isinstance(out, Parts):
         split_into_parts(stage, job, out, downstream)
+    elif isinstance(out, StreamedParts):
+        stream_parts(stage, job, out, downstream)
     else:
         assert isinstance(out, Next)
         downstream.put(job.derive(out.payload, part=job.item.part, final=job.item.final))
@@ -95,6 +98,34 @@ def split_into_parts(stage: Stage, job: Job, parts: Parts, downstream: StageQueu
         downstream.put(job.derive(payload, part=index, final=index == last))
 
 
+def stream_parts(stage: Stage, job: Job, parts: StreamedParts, downstream: StageQueue) -> None:
+    """Make a segment's parts one by one and queue each as soon as it exists: part i, the last
+    final. Stops early when the request ends meanwhile (cancelled or failed)."""
+    item, state = job.item, job.state
+    if parts.count < 1 or item.part != 0 or not item.final:
+        error = TypeError("StreamedParts must come from a whole segment (part 0, final) and "
+                          "have at least one part")
+        state.fail(as_request_error(stage, error))
+        return
+    index = 0
+    try:
+        for index, payload in enumerate(parts.produce()):
+            if state.cancelled:
+                return
+            if index >= parts.count:
+                raise TypeError(f"StreamedParts made more than its {parts.count} parts")
+            downstream.put(job.derive(payload, part=index, final=index == parts.count - 1))
+    except Exception as exc:
+        if not isinstance(exc, VoxflowError):
+            log.exception("stage %s failed making part %d of request %s", stage.name, index,
+                          state.id)
+        state.fail(as_request_error(stage, exc))
+        return
+    if index != parts.count - 1 and not state.cancelled:
+        state.fail(as_request_error(stage, TypeError(
+            f"StreamedParts made {index + 1} of its {parts.count} parts")))
+
+
 def run_stage_batch(
     model: str,
     stage: Stage,
@@ -108,8 +139,8 @@ def run_stage_batch(
     with GATE.hold(need):  # waits while the runs in progress hold the memory it needs
         started = time.perf_counter()
         outputs = run_safely(stage, batch, isolated)
+        for job, out in zip(batch, outputs, strict=True):
+            route(stage, job, out, downstream)  # StreamedParts are made here, in the hold
     metrics.stage_seconds.labels(model, stage.name).observe(time.perf_counter() - started)
     metrics.batch_size.labels(model, stage.name).observe(len(batch))
     metrics.items_run.labels(model, stage.name).inc(len(batch))
-    for job, out in zip(batch, outputs, strict=True):
-        route(stage, job, out, downstream)

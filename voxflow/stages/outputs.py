@@ -6,6 +6,9 @@
 - `Parts`: a whole segment continues as several parts for the next stage (a vocoder's windows
   of frames): part i carries payload i, the last is final. The parts may run in parallel
   (unless the next stage is `in_order`); the request plays them in order.
+- `StreamedParts`: like `Parts`, but the payloads are made one by one after the run, by the
+  same worker, each passed on as soon as it exists (a segment decoded in line whose first
+  window should not wait for the rest).
 - `Audio`: (N,) float32 samples in [-1, 1] at the voice's rate, from the last stage: one chunk of
   the segment at the input's part; the chunk with ``final`` closes the segment. A stage that
   needs more input before it can emit (a vocoder's lookahead) returns an empty `Audio`.
@@ -17,6 +20,7 @@ An autoregressive stage returns one `Step` per item and step instead (see
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -59,6 +63,21 @@ class Parts:
 
 
 @dataclass(frozen=True)
+class StreamedParts:
+    """`Parts` whose payloads are made one by one after the run, in playback order.
+
+    The worker that ran the stage calls `produce()` and passes each payload to the next stage
+    the moment it is yielded, still inside the run's memory reservation; `count` (at least 1)
+    says how many it yields, so the last is marked final. An exception while producing fails
+    the item's request (parts already passed on are dropped with it). Only for an item that is
+    a whole segment (part 0, final).
+    """
+
+    count: int
+    produce: Callable[[], Iterator[Any]]
+
+
+@dataclass(frozen=True)
 class Audio:
     """Audio of the item's segment part: (N,) float32 in [-1, 1] at the voice's sample rate.
 
@@ -73,7 +92,7 @@ class Audio:
         return cls(np.zeros(0, np.float32))
 
 
-StageOutput = Union[Segments, Next, Parts, Audio, BaseException]  # noqa: UP007 (runtime alias)
+StageOutput = Union[Segments, Next, Parts, StreamedParts, Audio, BaseException]  # noqa: UP007 (runtime alias)
 """One item's result of `Stage.run`."""
 
 
@@ -87,9 +106,9 @@ def check_outputs(stage_name: str, outputs: list, n_items: int) -> list:
     if len(outputs) != n_items:
         raise TypeError(f"stage {stage_name} returned {len(outputs)} outputs for {n_items} items")
     for out in outputs:
-        if not isinstance(out, (Segments, Next, Parts, Audio, BaseException)):
+        if not isinstance(out, (Segments, Next, Parts, StreamedParts, Audio, BaseException)):
             raise TypeError(
                 f"stage {stage_name} returned {type(out).__name__}; expected Segments, Next, "
-                "Parts, Audio or an exception"
+                "Parts, StreamedParts, Audio or an exception"
             )
     return outputs

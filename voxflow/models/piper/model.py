@@ -28,6 +28,7 @@ from voxflow.models.piper.decode import (
     DecodePlan,
     DecodeWindow,
     cut_window,
+    decode_window,
     decode_windows,
 )
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
@@ -36,7 +37,7 @@ from voxflow.models.piper.pace import DecodePace, EarlyWindow
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import Encoded, decode_in_line, encode_batch
 from voxflow.stages.items import StageBatch, StageItem
-from voxflow.stages.outputs import Audio, Next, Parts
+from voxflow.stages.outputs import Audio, Next, Parts, StreamedParts
 from voxflow.stages.stage import Stage
 from voxflow.text.document import TextRun
 
@@ -147,7 +148,11 @@ class PiperAcousticStage(Stage):
     A segment encoded while no other Piper run is in progress goes on as windows (`Parts`), a
     request's first segment starting with a window of `first_chunk_frames`, so its first audio
     waits for the encoder and that window only; under load this stage decodes the windows in
-    line and hands the segment's samples on whole (`Next`, passed on by the decoder stage).
+    line and hands the segment's samples on whole (`Next`, passed on by the decoder stage),
+    unless that would miss the segment's playback deadline while its first window would not
+    (`pace.EarlyWindow`): then the same worker decodes the windows in line but passes each on
+    as soon as it is done (`StreamedParts`), so the first audio leaves after one small window
+    and each next window follows without waiting in a queue.
     """
 
     name = "acoustic"
@@ -206,7 +211,8 @@ class PiperAcousticStage(Stage):
                     for b, item in enumerate(batch)]
 
     def _output(self, voice: PiperVoiceModel, graph: RewrittenGraph, encoded: Encoded, b: int,
-                item: StageItem, native: float, alone: bool, slack_s: float) -> Parts | Next:
+                item: StageItem, native: float, alone: bool,
+                slack_s: float) -> Parts | StreamedParts | Next:
         values, frames = encoded.row(b)
         # Windows stream as parts where that shortens the wait: a run alone (the stretched
         # path returns all at once). With other runs in progress the request queues anyway;
@@ -224,10 +230,12 @@ class PiperAcousticStage(Stage):
                                   or early)
         windows = self._plan.windows(frames, first=small_first)
         cut = [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
-        if stream and (alone or early):
-            if early:
-                self._family.pace.note_early()
+        if stream and alone:
             return Parts(cut)
+        if early:  # decoded in line by this worker, each window passed on as it is done
+            self._family.pace.note_early()
+            hop = voice.config.hop_length
+            return StreamedParts(len(cut), lambda: self._decode_each(graph, cut, hop))
         started = time.perf_counter()
         wave = decode_in_line(graph, values, frames, cut, voice.config.hop_length)
         if stream:
@@ -236,6 +244,19 @@ class PiperAcousticStage(Stage):
         # still through the decoder stage (which passes it on): an in_order stage must see
         # every segment of a request, or the next one would wait for it forever
         return Next(time_stretch(wave, rate, item.speed / native))
+
+
+    def _decode_each(self, graph: RewrittenGraph, windows: list[DecodeWindow],
+                     hop: int) -> Iterator[np.ndarray]:
+        """Each window's samples, (frames * hop,) float32 in [-1, 1], decoded one after
+        another (a run of this family's, timed into the pace)."""
+        assert graph.frames is not None
+        with self._family.runs.run():
+            for window in windows:
+                started = time.perf_counter()
+                wave = decode_window(graph.frames, window, hop)
+                self._family.pace.observe(decoded_frames([window]), time.perf_counter() - started)
+                yield np.clip(wave, -1.0, 1.0).astype(np.float32)
 
 
 class PiperDecoderStage(Stage):

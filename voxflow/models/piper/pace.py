@@ -2,12 +2,13 @@
 
 Under load a Piper segment is decoded in line, all its windows in one run, and its audio leaves
 at the end: the cheapest way (no seam, no queue hop). A listener waiting for it hears nothing
-until then. When that end would come after the item's playback deadline (its `slack_s`, from the
-scheduler), but a small first window would be ready before it, the segment is cut into windows
-that stream through the decoder stage instead, so its first audio leaves after the encoder and
-that window: the seam's extra decoding (2 x `pad_frames`) is spent only where it turns a late
-first audio into one on time. Already late either way: decoded in line (the request has missed
-its deadline; the cheaper path serves the others sooner).
+until then. When that end would come after the item's playback deadline (its `slack_s`, from
+the scheduler), but a small first window would be ready before it, the segment is cut into
+windows that the same worker still decodes in line but passes on one by one, so its first audio
+leaves after the encoder and that window, and each later window follows without a queue. The
+seam's extra decoding (2 x `pad_frames`) is spent only where it turns a late first audio into
+one on time. Already late either way: decoded in line (the request has missed its deadline;
+the cheaper path serves the others sooner).
 
 The decoder's speed is measured, not assumed: an exponentially weighted mean of seconds per
 decoded frame over recent runs (flow and HiFi-GAN, context frames included), so it follows the
