@@ -396,7 +396,9 @@ def test_a_stage_batch_carries_each_items_slack_until_its_playback_deadline():
     playing.deliver(0, np.zeros(8000, np.float32))  # 1 s of audio at 8 kHz, heard from now
     batch = stage_batch([job(new, 0, "a"), job(playing, 1, "b")], KeyedStage())
     # a new request's first segment: due at arrival + the TTFA target (1 s by default);
-    # a continuation: when its second of audio runs out, less the lead (1 s): about now
+    # a continuation: when its second of audio has played out (its priority's due time is a
+    # lead earlier: about now)
     assert batch.slack_s[0] == pytest.approx(1.0, abs=0.05)
-    assert batch.slack_s[1] == pytest.approx(0.0, abs=0.05)
+    assert batch.slack_s[1] == pytest.approx(1.0, abs=0.05)
+    assert playing.due(1, time.perf_counter()) - time.perf_counter() == pytest.approx(0, abs=0.05)
     assert batch.slack(5) == float("inf")

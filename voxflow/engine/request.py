@@ -187,6 +187,14 @@ class RequestState:
             ahead = max(segment_index - self._next_segment, 0)
         return start + ahead * d.segment_estimate_s
 
+    def slack(self, segment_index: int, now: float) -> float:
+        """Seconds from `now` until segment `segment_index` must have audio out, or its
+        listener waits: its first audio's target (arrival plus the TTFA target) before any
+        audio; once audio flows, when the audio sent so far has played out (`due` without the
+        continuation lead). Negative: already late."""
+        lead = self._deadlines.continuation_lead_s if self.first_audio_at is not None else 0.0
+        return self.due(segment_index, now) + lead - now
+
     def set_segment_plan(self, pauses_after: dict[int, float], lead_silence_s: float) -> None:
         """Called with the front end's plan (`voxflow.stages.outputs.Segments`) before its
         segments are handed out.

@@ -57,10 +57,10 @@ def _priority(job: Job, seq: int, now: float) -> tuple[float, int, int, int, int
 
 def stage_batch(jobs: list[Job], stage: Stage, isolated: bool = False, **kwargs: Any) -> StageBatch:
     """The `StageBatch` a stage runs for `jobs` (their items, the head's batch key, each item's
-    slack until its playback deadline)."""
+    slack until its listener would wait: `RequestState.slack`)."""
     items = [job.item for job in jobs]
     now = time.perf_counter()
-    slack = tuple(job.state.due(job.segment, now) - now for job in jobs)
+    slack = tuple(job.state.slack(job.segment, now) for job in jobs)
     return StageBatch.of(items, key=stage.batch_key(items[0]), isolated=isolated,
                          slack_s=slack, **kwargs)
 

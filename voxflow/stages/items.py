@@ -103,10 +103,10 @@ class StageBatch(Generic[P]):
             first step (prefill), else its decode step number; empty for other stages.
         bucket: for a bucketed stage, the padded size along its bucketed axis (e.g. frames)
             and the padded row count; None for other stages.
-        slack_s: per item, seconds from the batch's formation until the item is due by its
-            playback deadline (`voxflow.engine.request.RequestState.due`): a first segment is
-            due at its request's arrival plus the TTFA target, a continuation when its
-            listener's audio is about to run out. Negative: already late. A stage may spend
+        slack_s: per item, seconds from the batch's formation until its listener would wait
+            for it (`voxflow.engine.request.RequestState.slack`): for a first segment, its
+            request's arrival plus the TTFA target; for a continuation, when the audio sent so
+            far has played out. Negative: already late. A stage may spend
             extra compute to meet a deadline it would otherwise miss (Piper streams a
             segment's first window ahead of the rest). Empty when the batch was built outside
             the engine's scheduler.
