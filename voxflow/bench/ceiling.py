@@ -26,10 +26,13 @@ What is measured:
   graph's output with its padding silence trimmed (`trim_silence`, the family's
   `segment_pause_s`); the untrimmed audio-s/s is reported beside it.
 
-`mean_audio_s` is the mean audio seconds per text (request) as voxflow serves it: each text's
-segments synthesized once through voxflow's serving code (Piper: the split graph with seed 0,
-so it is reproducible; its duration noise makes unseeded lengths vary by a few percent) and
-summed. Requests per second the hardware can serve are then about ceiling audio-s/s over it.
+`mean_audio_s` is the mean audio seconds per text (request) as voxflow serves it, its
+segments' audio summed. Piper: each segment synthesized once through voxflow's serving code
+(the split graph, seed 0 and the segment's index, so it is reproducible; the duration noise
+makes unseeded lengths vary by a few percent: `observed_mean_audio_s` is the sweep's own).
+Kokoro: its graph is deterministic, so the lengths the sweep produced (trimmed), any segment it
+did not reach synthesized after it. Requests per second the hardware can serve of these texts
+are then about the best audio-s/s over `mean_audio_s` (`requests_per_s`).
 """
 
 from __future__ import annotations
@@ -98,6 +101,8 @@ class ConfigResult:
         rows: segments completed within the window (the last call's counted by its share).
         calls: graph calls completed within the window (likewise).
         load_s: slowest worker's session load.
+        seen: row (segment) index -> (served samples summed, runs) over the warm-up and the
+            window, all workers (not in `to_dict`).
     """
 
     config: Config
@@ -107,6 +112,7 @@ class ConfigResult:
     rows: float
     calls: float
     load_s: float
+    seen: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def audio_s_per_s(self) -> float:
@@ -139,6 +145,8 @@ class CeilingResult:
 
     Attributes:
         mean_audio_s: mean audio seconds per text as voxflow serves it (see the module doc).
+        observed_mean_audio_s: Piper: the same from the lengths the sweep produced (its
+            unseeded noise), when it ran every segment; None otherwise.
         segments: segments the texts make (the units the graph runs).
         results: one per configuration, in sweep order.
     """
@@ -154,6 +162,7 @@ class CeilingResult:
     warmup_s: float
     results: list[ConfigResult] = field(default_factory=list)
     machine: dict[str, Any] = field(default_factory=dict)
+    observed_mean_audio_s: float | None = None
 
     @property
     def best(self) -> ConfigResult:
@@ -177,7 +186,10 @@ class CeilingResult:
         return {
             "kind": "ceiling", "model": self.model, "voice": self.voice, "graph": self.graph,
             "texts": self.texts, "segments": self.segments, "sample_rate": self.sample_rate,
-            "mean_audio_s": round(self.mean_audio_s, 4), "seconds": self.seconds,
+            "mean_audio_s": round(self.mean_audio_s, 4),
+            "observed_mean_audio_s": (None if self.observed_mean_audio_s is None
+                                      else round(self.observed_mean_audio_s, 4)),
+            "seconds": self.seconds,
             "warmup_s": self.warmup_s, "machine": self.machine,
             "results": [r.to_dict() for r in self.results],
             "best": best.to_dict() if best else None,
@@ -261,9 +273,10 @@ def kokoro_work(texts: Sequence[str], voice: str | None = None,
                 tables[voice], s.segment_pause_s)
 
 
-# ---- runners: one graph call of B segments -> (served samples, raw samples) ----
+# ---- runners: one graph call of B segments -> each row's (served, raw) samples ----
 
-Runner = Callable[[list[np.ndarray]], tuple[int, int]]
+Runner = Callable[[list[np.ndarray]], list[tuple[int, int]]]
+"""One graph call of B segments -> each row's (served samples, raw samples)."""
 
 
 def _ort_options(threads: int) -> Any:
@@ -309,12 +322,11 @@ def _piper_runner(work: Work, threads: int) -> Runner:
         plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames, None, s.flow_pad_frames)
         rng = np.random.default_rng()
 
-        def run_split(rows: list[np.ndarray]) -> tuple[int, int]:
+        def run_split(rows: list[np.ndarray]) -> list[tuple[int, int]]:
             seeds = [(int(rng.integers(2**31)), 0) for _ in rows]
             waves = synthesize_batch(graph, config, rows, seeds, 1.0,
                                      s.noise_frames_per_phoneme, plan)
-            n = sum(w.size for w in waves)
-            return n, n
+            return [(w.size, w.size) for w in waves]
 
         return run_split
 
@@ -324,7 +336,7 @@ def _piper_runner(work: Work, threads: int) -> Runner:
     scales = np.asarray([config.noise_scale, config.length_scale, config.noise_w_scale],
                         np.float32)
 
-    def run_whole(rows: list[np.ndarray]) -> tuple[int, int]:
+    def run_whole(rows: list[np.ndarray]) -> list[tuple[int, int]]:
         lengths = [r.size for r in rows]
         ids = np.zeros((len(rows), max(lengths)), np.int64)
         for b, r in enumerate(rows):
@@ -335,8 +347,8 @@ def _piper_runner(work: Work, threads: int) -> Runner:
         audio, durations = session.run(names, feed)
         frames = np.maximum(durations[:, 0, :].sum(axis=1), 1).astype(np.int64)
         # each row cut to its own length, as a caller of the padded batch must
-        n = sum(audio[b].reshape(-1)[: int(f) * hop].size for b, f in enumerate(frames))
-        return n, n
+        sizes = [audio[b].reshape(-1)[: int(f) * hop].size for b, f in enumerate(frames)]
+        return [(n, n) for n in sizes]
 
     return run_whole
 
@@ -351,13 +363,13 @@ def _kokoro_runner(work: Work, threads: int) -> Runner:
     table = work.table
     assert table is not None
 
-    def run(rows: list[np.ndarray]) -> tuple[int, int]:
-        served = raw = 0
+    def run(rows: list[np.ndarray]) -> list[tuple[int, int]]:
+        out = []
         for row in rows:  # batch 1: one row a call
             audio = run_graph(session, row, table, 1.0)
-            raw += audio.size
-            served += trim_silence(audio, work.sample_rate, work.pause_s, 1.0).size
-        return served, raw
+            out.append((trim_silence(audio, work.sample_rate, work.pause_s, 1.0).size,
+                        audio.size))
+        return out
 
     return run
 
@@ -377,35 +389,42 @@ def _worker(work: Work, config: Config, index: int, warmup_s: float, seconds: fl
         n = len(work.rows)
         pos = index * n // config.processes
 
-        def next_rows() -> list[np.ndarray]:
+        seen: dict[int, list[int]] = {}  # row -> [served samples summed, runs]
+
+        def run_next() -> tuple[int, int, int]:
+            """The next B rows (cycling): (served samples, raw samples, rows)."""
             nonlocal pos
-            rows = [work.rows[(pos + k) % n] for k in range(config.batch)]
+            picked = [(pos + k) % n for k in range(config.batch)]
             pos = (pos + config.batch) % n
-            return rows
+            sizes = runner([work.rows[i] for i in picked])
+            for i, (s, _) in zip(picked, sizes, strict=True):
+                total = seen.setdefault(i, [0, 0])
+                total[0] += s
+                total[1] += 1
+            return sum(s for s, _ in sizes), sum(r for _, r in sizes), len(picked)
 
         barrier.wait(timeout=START_TIMEOUT_S)  # every session loaded
         end = time.monotonic() + warmup_s
-        runner(next_rows())
+        run_next()
         while time.monotonic() < end:
-            runner(next_rows())
+            run_next()
         barrier.wait(timeout=START_TIMEOUT_S)  # every worker warm: the window starts
         start = time.monotonic()
         stop = start + seconds
         served = raw = rows = calls = 0.0
         while True:
-            batch = next_rows()
             t0 = time.monotonic()
-            s, r = runner(batch)
+            s, r, k = run_next()
             t1 = time.monotonic()
             share = 1.0 if t1 <= stop else max(0.0, stop - t0) / (t1 - t0)
             served += s * share
             raw += r * share
-            rows += len(batch) * share
+            rows += k * share
             calls += share
             if t1 >= stop:
                 break
         results.put((index, {"served": served / work.sample_rate, "raw": raw / work.sample_rate,
-                             "rows": rows, "calls": calls, "load_s": load_s}))
+                             "rows": rows, "calls": calls, "load_s": load_s, "seen": seen}))
     except BaseException as exc:  # reported to the parent, which fails the sweep
         try:
             barrier.abort()
@@ -445,20 +464,29 @@ def measure_config(work: Work, config: Config, seconds: float, warmup_s: float) 
                 p.terminate()
                 p.join()
     parts = list(got.values())
+    seen: dict[int, tuple[int, int]] = {}
+    for part in parts:
+        for i, (samples, runs) in part["seen"].items():
+            before = seen.get(i, (0, 0))
+            seen[i] = (before[0] + samples, before[1] + runs)
     return ConfigResult(
         config,
         audio_s=sum(r["served"] for r in parts), raw_audio_s=sum(r["raw"] for r in parts),
         window_s=seconds, rows=sum(r["rows"] for r in parts),
         calls=sum(r["calls"] for r in parts), load_s=max(r["load_s"] for r in parts),
+        seen=seen,
     )
 
 
 # ---- the reference: each text's audio as voxflow serves it ----
 
-def reference_audio_s(work: Work, threads: int = 1) -> list[float]:
-    """Each text's audio seconds as voxflow serves it, its segments synthesized one by one
-    (Piper: voxflow's split graph, seed 0 and the segment index; Kokoro: trimmed)."""
-    per_text = [0.0] * (max(work.text_of_row, default=-1) + 1)
+def reference_audio_s(work: Work, rows: Sequence[int] | None = None,
+                      threads: int = 1) -> dict[int, float]:
+    """Audio seconds of segments (default: all) as voxflow serves them, synthesized one by one
+    (Piper: voxflow's split graph, seed 0 and the segment's index in its text; Kokoro:
+    trimmed); row index -> seconds."""
+    wanted = range(len(work.rows)) if rows is None else rows
+    out: dict[int, float] = {}
     if work.model == "piper":
         from voxflow.models.piper.decode import DecodePlan
         from voxflow.models.piper.loader import load_graph, read_voice_config
@@ -470,17 +498,26 @@ def reference_audio_s(work: Work, threads: int = 1) -> list[float]:
         config, _ = read_voice_config(Path(f"{path}.json"))
         graph = load_graph(path, threads, 1)
         plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames, None, s.flow_pad_frames)
-        segment = 0
-        for i, (row, owner) in enumerate(zip(work.rows, work.text_of_row, strict=True)):
-            segment = segment + 1 if i and work.text_of_row[i - 1] == owner else 0
-            (wave,) = synthesize_batch(graph, config, [row], [(0, segment)], 1.0,
+        owners = work.text_of_row
+        for i in wanted:
+            segment = i - owners.index(owners[i])  # rows of a text are consecutive
+            (wave,) = synthesize_batch(graph, config, [work.rows[i]], [(0, segment)], 1.0,
                                        s.noise_frames_per_phoneme, plan)
-            per_text[owner] += wave.size / work.sample_rate
-        return per_text
-    runner = _kokoro_runner(work, threads)
-    for row, owner in zip(work.rows, work.text_of_row, strict=True):
-        per_text[owner] += runner([row])[0] / work.sample_rate
-    return per_text
+            out[i] = wave.size / work.sample_rate
+        return out
+    if wanted:
+        runner = _kokoro_runner(work, threads)
+        for i in wanted:
+            out[i] = runner([work.rows[i]])[0][0] / work.sample_rate
+    return out
+
+
+def per_text_mean(work: Work, row_s: dict[int, float]) -> float:
+    """Mean over texts of the summed seconds of each text's rows (every row in `row_s`)."""
+    per_text = [0.0] * (max(work.text_of_row) + 1)
+    for i, owner in enumerate(work.text_of_row):
+        per_text[owner] += row_s[i]
+    return float(np.mean(per_text))
 
 
 def machine_facts() -> dict[str, Any]:
@@ -540,15 +577,27 @@ def measure_ceiling(
         work = kokoro_work(texts, voice)
     if not work.rows:
         raise ValueError("the texts make no segment to synthesize")
-    per_text = reference_audio_s(work, max(c.threads for c in grid))
+    threads_max = max(c.threads for c in grid)
     result = CeilingResult(model, work.voice, graph, len(texts), len(work.rows),
-                           work.sample_rate, float(np.mean(per_text)), seconds, warmup_s,
-                           machine=machine_facts())
+                           work.sample_rate, 0.0, seconds, warmup_s, machine=machine_facts())
+    seen: dict[int, tuple[int, int]] = {}
     for config in grid:
         measured = measure_config(work, config, seconds, warmup_s)
         result.results.append(measured)
+        for i, (samples, runs) in measured.seen.items():
+            before = seen.get(i, (0, 0))
+            seen[i] = (before[0] + samples, before[1] + runs)
         if progress is not None:
             progress(measured)
+    observed = {i: samples / runs / work.sample_rate for i, (samples, runs) in seen.items()}
+    if model == "kokoro":  # deterministic: the sweep's lengths are the served ones
+        missing = [i for i in range(len(work.rows)) if i not in observed]
+        result.mean_audio_s = per_text_mean(
+            work, {**observed, **reference_audio_s(work, missing, threads_max)})
+    else:
+        result.mean_audio_s = per_text_mean(work, reference_audio_s(work, None, threads_max))
+        if len(observed) == len(work.rows):
+            result.observed_mean_audio_s = per_text_mean(work, observed)
     return result
 
 
