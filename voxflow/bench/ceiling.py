@@ -101,6 +101,8 @@ class ConfigResult:
         rows: segments completed within the window (the last call's counted by its share).
         calls: graph calls completed within the window (likewise).
         load_s: slowest worker's session load.
+        other_cpu_pct: mean CPU of all cores other processes used during the window; a
+            figure taken while it is more than a few percent is not the machine's ceiling.
         seen: row (segment) index -> (served samples summed, runs) over the warm-up and the
             window, all workers (not in `to_dict`).
     """
@@ -112,6 +114,7 @@ class ConfigResult:
     rows: float
     calls: float
     load_s: float
+    other_cpu_pct: float = 0.0
     seen: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -136,6 +139,7 @@ class ConfigResult:
             "audio_s": round(self.audio_s, 3), "raw_audio_s": round(self.raw_audio_s, 3),
             "window_s": round(self.window_s, 3), "rows": round(self.rows, 2),
             "calls": round(self.calls, 2), "load_s": round(self.load_s, 2),
+            "other_cpu_pct": self.other_cpu_pct,
         }
 
 
@@ -380,6 +384,24 @@ def make_runner(work: Work, threads: int) -> Runner:
 
 # ---- the worker process ----
 
+def _busy_cpu_s() -> float:
+    """CPU seconds all processes of the machine have used (as `voxflow.bench.idle`)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    not_busy = ("idle", "iowait", "guest", "guest_nice")
+    return sum(t) - sum(getattr(t, name, 0.0) for name in not_busy)
+
+
+def other_cpu_pct(parts: Sequence[dict[str, float]], cores: int) -> float:
+    """Mean CPU percent of all cores used by processes other than the workers during the
+    window: the machine's busy CPU seen by the worker whose window ran longest, less every
+    worker's own CPU (each measured over its own window, which differ by a call at most)."""
+    longest = max(parts, key=lambda r: r["elapsed_s"])
+    other = max(0.0, longest["busy_s"] - sum(r["own_s"] for r in parts))
+    return round(min(100.0, 100.0 * other / (max(longest["elapsed_s"], 1e-9) * cores)), 1)
+
+
 def _worker(work: Work, config: Config, index: int, warmup_s: float, seconds: float,
             barrier: Any, results: Any) -> None:
     try:
@@ -409,6 +431,7 @@ def _worker(work: Work, config: Config, index: int, warmup_s: float, seconds: fl
         while time.monotonic() < end:
             run_next()
         barrier.wait(timeout=START_TIMEOUT_S)  # every worker warm: the window starts
+        busy0, own0 = _busy_cpu_s(), time.process_time()
         start = time.monotonic()
         stop = start + seconds
         served = raw = rows = calls = 0.0
@@ -423,8 +446,11 @@ def _worker(work: Work, config: Config, index: int, warmup_s: float, seconds: fl
             calls += share
             if t1 >= stop:
                 break
+        cpu = {"busy_s": _busy_cpu_s() - busy0, "own_s": time.process_time() - own0,
+               "elapsed_s": t1 - start}
         results.put((index, {"served": served / work.sample_rate, "raw": raw / work.sample_rate,
-                             "rows": rows, "calls": calls, "load_s": load_s, "seen": seen}))
+                             "rows": rows, "calls": calls, "load_s": load_s, "seen": seen,
+                             **cpu}))
     except BaseException as exc:  # reported to the parent, which fails the sweep
         try:
             barrier.abort()
@@ -474,7 +500,7 @@ def measure_config(work: Work, config: Config, seconds: float, warmup_s: float) 
         audio_s=sum(r["served"] for r in parts), raw_audio_s=sum(r["raw"] for r in parts),
         window_s=seconds, rows=sum(r["rows"] for r in parts),
         calls=sum(r["calls"] for r in parts), load_s=max(r["load_s"] for r in parts),
-        seen=seen,
+        other_cpu_pct=other_cpu_pct(parts, os.cpu_count() or 1), seen=seen,
     )
 
 
@@ -603,12 +629,14 @@ def measure_ceiling(
 
 def format_table(result: CeilingResult) -> str:
     """The sweep as a text table, best marked, and a summary line."""
-    lines = [f"{'config':<14} {'audio-s/s':>10} {'RTF':>8} {'raw a-s/s':>10} {'rows/s':>8}"]
+    lines = [f"{'config':<14} {'audio-s/s':>10} {'RTF':>8} {'raw a-s/s':>10} {'rows/s':>8} "
+             f"{'other CPU':>9}"]
     best = result.best if result.results else None
     for r in result.results:
         mark = "  <- best" if r is best else ""
         lines.append(f"{r.config.label:<14} {r.audio_s_per_s:>10.2f} {r.rtf:>8.4f} "
-                     f"{r.raw_audio_s_per_s:>10.2f} {r.rows / r.window_s:>8.2f}{mark}")
+                     f"{r.raw_audio_s_per_s:>10.2f} {r.rows / r.window_s:>8.2f} "
+                     f"{r.other_cpu_pct:>8.1f}%{mark}")
     if best is not None:
         lines.append(
             f"best {best.config.label}: {best.audio_s_per_s:.2f} audio-s/s; mean audio "
