@@ -129,3 +129,25 @@ def test_a_tiny_real_piper_run_counts_the_audio_voxflow_serves():
     assert ceiling.mean_audio_s == pytest.approx(sum(samples) / len(samples) / 22050, abs=1e-9)
     # the sweep's own (unseeded) lengths are near the seeded ones
     assert ceiling.observed_mean_audio_s == pytest.approx(ceiling.mean_audio_s, rel=0.2)
+
+
+def test_cli_parses_bench_ceiling_and_rejects_a_bad_list(capsys):
+    from voxflow.cli.main import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["bench", "ceiling", "--model", "kokoro", "--processes", "1,2",
+                              "--seconds", "5", "--warmup", "0"])
+    assert (args.model, args.processes, args.threads, args.batch) == ("kokoro", [1, 2], [1, 2],
+                                                                      None)
+    assert (args.seconds, args.warmup, args.graph) == (5.0, 0.0, "whole")
+    assert args.texts.name == "sentences.txt" and args.texts.is_file()
+    for bad in (["--batch", "0,2"], ["--threads", "a"], ["--seconds", "-1"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["bench", "ceiling", *bad])
+
+
+def test_cli_bench_ceiling_reports_a_bad_sweep_as_a_usage_error(capsys):
+    from voxflow.cli.main import main
+
+    assert main(["bench", "ceiling", "--model", "kokoro", "--batch", "2"]) == 2
+    assert "batch <= 1" in capsys.readouterr().err

@@ -52,7 +52,6 @@ import numpy as np
 
 MODELS = ("piper", "kokoro")
 GRAPHS = {"piper": ("whole", "split"), "kokoro": ("whole",)}
-DEFAULT_TEXTS = Path("benchmarks/data/sentences.txt")
 START_TIMEOUT_S = 300.0
 """Longest wait for the workers to load and warm up, and for their results after the window."""
 
