@@ -21,7 +21,8 @@ What is measured:
   computed) exposed as an output, so a padded batch's rows are cut to their own lengths,
   ``max(sum(durations), 1) * hop_length`` samples. Graph "split": voxflow's rewritten graph
   cut in encoder, flow and decoder (`voxflow.models.piper.loader.load_graph`, voxflow's
-  session options), run by voxflow's `synthesize_batch` with the served decoder windows.
+  session options; no spinning with more than one thread, as voxflow's solo session), run by
+  voxflow's `synthesize_batch` with the served decoder windows.
 - Kokoro: the int8 graph (batch fixed at 1); the audio counted is what voxflow serves, the
   graph's output with its padding silence trimmed (`trim_silence`, the family's
   `segment_pause_s`); the untrimmed audio-s/s is reported beside it.
@@ -321,7 +322,10 @@ def _piper_runner(work: Work, threads: int) -> Runner:
         from voxflow.models.piper.synth import synthesize_batch
 
         s = PiperSettings()
-        graph = load_graph(path, threads, 1)
+        # idle threads do not spin with more than one, as in voxflow's solo session: the
+        # three sessions run in turn, and one's spinning pool takes the next one's cores
+        # (joe, 2 threads, one process: 13.9 audio-s/s spinning, 16.5 not)
+        graph = load_graph(path, threads, 1, spin=threads == 1)
         plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames, None, s.flow_pad_frames)
         rng = np.random.default_rng()
 
