@@ -8,6 +8,7 @@ from pathlib import Path
 
 from voxflow.bench import options as bench_options
 from voxflow.bench.adapters import ENGINES
+from voxflow.bench.ceiling_command import add_ceiling
 from voxflow.bench.soak_command import add_soak
 from voxflow.cli.common import CliError
 
@@ -72,6 +73,7 @@ def add_bench(commands) -> None:
     run.set_defaults(handler=cmd_bench)
     compare.set_defaults(handler=cmd_bench)
     add_soak(kinds).set_defaults(handler=cmd_bench)
+    add_ceiling(kinds).set_defaults(handler=cmd_bench)
 
 
 def add_eval(commands) -> None:
@@ -107,13 +109,15 @@ def add_eval(commands) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``voxflow bench run|compare|soak`` (see `voxflow.bench.command`, `.soak_command`)."""
+    """``voxflow bench run|compare|soak|ceiling`` (see `voxflow.bench.command`,
+    `.soak_command`, `.ceiling_command`)."""
     from voxflow.bench import command
+    from voxflow.bench.ceiling_command import bench_ceiling
     from voxflow.bench.errors import BenchError
     from voxflow.bench.soak_command import bench_soak
 
     handler = {"run": command.bench_run, "compare": command.bench_compare,
-               "soak": bench_soak}[args.bench_command]
+               "soak": bench_soak, "ceiling": bench_ceiling}[args.bench_command]
     try:
         return handler(args)
     except BenchError as exc:
