@@ -71,6 +71,21 @@ def test_stream_about_to_run_dry_goes_before_a_new_request():
     assert _drain_names(q, names) == [["old1"], ["new0"]]
 
 
+def test_stream_running_dry_goes_before_a_first_segment_however_late():
+    # Regression (closed loop, concurrency 16): every first segment was past due by seconds,
+    # so by due time alone they outranked a stream with 0.5 s left, which then went silent.
+    q, _ = _queue(KeyedStage(max_batch_size=1))
+    late, _ = make_state()
+    late.submitted_at -= 5.0  # arrived 5 s ago: its first audio was due 4 s ago
+    old = _playing(seconds_left=0.5)  # due 0.5 s ago (1 s lead)
+    spare = _playing(seconds_left=3.0)  # due in 2 s
+    names = {id(old): "old", id(late): "late", id(spare): "spare"}
+    q.put(job(late, 0, "x"))
+    q.put(job(spare, 1, "x"))
+    q.put(job(old, 1, "x"))
+    assert _drain_names(q, names) == [["old1"], ["late0"], ["spare1"]]
+
+
 def test_stream_with_audio_to_spare_lets_a_new_request_go_first():
     q, _ = _queue(KeyedStage(max_batch_size=1))
     old = _playing(seconds_left=3.0)  # due in 2.5 s
