@@ -45,7 +45,7 @@ class DecodePlan:
     pad_frames: int = 12
     first_frames: int | None = None
     flow_pad_frames: int = 32
-    growth: float = 4.0
+    growth: float = 2.5
 
     def _heads(self, frames: int) -> list[int]:
         """The small windows a segment starts with, growing by `growth` until the rest fits in

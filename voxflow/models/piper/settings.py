@@ -79,12 +79,14 @@ class PiperSettings(BaseModel):
         "for the encoder and this window, not the whole sentence. null = no such window.",
     )
     decoder_window_growth: float = Field(
-        4.0, ge=1.0, le=64.0,
+        2.5, ge=1.0, le=64.0,
         description="When a segment streams in windows, each window after the first holds at "
         "most this many times the frames of the one before (up to `decoder_chunk_frames`): "
-        "32, 128, then the rest. A window is then decoded while the one before it plays, as "
+        "32, 80, 200, then the rest. A window is then decoded while the one before it plays, as "
         "long as the decoder runs this many times faster than real time (joe: about 10x on "
-        "one core here). 1 = one small first window, then the fewest equal windows.",
+        "one core here, less when the cores are shared: 4 still stalled a lone request's second "
+        "window when others arrived, 2.5 did not). 1 = one small first window, then the "
+        "fewest equal windows.",
     )
     early_first_window: bool = Field(
         True,
