@@ -8,7 +8,7 @@
 #    servers, 3 starts each, on the sentences file;
 # 5. the paragraph case (five sentences a request): voxflow's capacity, and piper-tts's goodput
 #    at one rate (a server that answers whole files cannot give first audio within 1 s there);
-# 6. Kokoro: its ceiling and its capacity (configs/multi.yaml serves it beside Piper).
+# 6. Kokoro: its ceiling and its capacity at a 3 s first audio (configs/multi.yaml).
 # Every step writes one JSON into OUT_DIR (default: bench-capacity/) and prints its table.
 set -euo pipefail
 OUT=${1:-bench-capacity}
@@ -59,6 +59,8 @@ serve_and_run configs/piper.yaml --case paragraph --capacity-start 0.6 "${OPEN[@
 echo "== 6. Kokoro (English, voice jf_alpha)"
 "$V/voxflow" bench ceiling --model kokoro --processes 1,2 --threads 1,2 --seconds 15 \
   --json "$OUT/ceiling-kokoro.json"
-serve_and_run configs/multi.yaml --model kokoro --voice jf_alpha --capacity-start 0.4 \
-  --duration 90 --warmup-s 10 --find-capacity --capacity-max-probes 4 \
+# A lone Kokoro request's first audio takes about 2 s here (issue 17), so no rate meets a 1 s
+# first audio: Kokoro's capacity is searched at a 3 s one (said so wherever it is quoted).
+serve_and_run configs/multi.yaml --model kokoro --voice jf_alpha --slo-ttfa 3 \
+  --capacity-start 0.3 --duration 60 --warmup-s 10 --find-capacity --capacity-max-probes 4 \
   --capacity-tolerance 0.15 --idle-timeout 300 --out "$OUT/open-kokoro.json"
