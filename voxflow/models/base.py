@@ -13,6 +13,7 @@ Data flow through a family's stages (the contract itself is `voxflow.stages`):
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ class Voice:
     language: str
     sample_rate: int
     family: str
+
+log = logging.getLogger(__name__)
 
 
 class TextFrontendStage(Stage):
@@ -199,6 +202,14 @@ class ModelFamily(ABC):
         `/v1/models` (``weights``), the ``X-Voxflow-Weights: random`` response header and the
         comment of a WAV written by ``voxflow speak``. Default: None."""
         return None
+
+    def warn_random_weights(self, batch: StageBatch) -> None:
+        """Log, per request of `batch`, that its output is noise (random weights only)."""
+        note = self.random_weights_note()
+        if note is not None:
+            for item in batch:
+                log.warning("model %s request %s: weights are %s", self.name,
+                            item.request.request_id, note)
 
     def describe(self) -> dict[str, Any]:
         """Facts for the start-up log: the voices, then the family's own (`details`)."""

@@ -93,3 +93,20 @@ class RequestStates(Generic[S]):
         with self._lock:
             ids = list(self._states)
         return sum(self.release(request_id) for request_id in ids)
+
+
+class HoldsRequestStates:
+    """Mixin for a `Stage` whose per-request state lives in ``self.states`` (`RequestStates`):
+    the stage hooks `release`, `close` and `live_states` answered from it. List it before
+    `Stage` in the bases."""
+
+    states: RequestStates
+
+    def release(self, request_id: str) -> None:
+        self.states.release(request_id)
+
+    def close(self) -> None:
+        self.states.release_all()
+
+    def live_states(self) -> int:
+        return len(self.states)

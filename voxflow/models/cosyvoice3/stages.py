@@ -23,7 +23,6 @@ bytes never depend on batch-mates); other segments decode together in one batche
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -47,14 +46,13 @@ from voxflow.stages.autoregressive import AutoregressiveStage, Step
 from voxflow.stages.items import StageBatch, StageItem
 from voxflow.stages.outputs import Audio
 from voxflow.stages.stage import Stage
-from voxflow.stages.state import RequestStates
+from voxflow.stages.state import HoldsRequestStates, RequestStates
 from voxflow.text.document import SpeechDocument, TextRun
 from voxflow.text.segment import segment_text
 
 if TYPE_CHECKING:
     from voxflow.models.cosyvoice3.model import CosyVoice3Family
 
-log = logging.getLogger(__name__)
 
 UNDETERMINED = "und"
 
@@ -85,11 +83,7 @@ class CosyVoice3FrontendStage(TextFrontendStage):
         self._family = family
 
     def run(self, batch: StageBatch) -> list:
-        note = self._family.random_weights_note()
-        if note is not None:
-            for item in batch:
-                log.warning("model %s request %s: weights are %s", self._family.name,
-                            item.request.request_id, note)
+        self._family.warn_random_weights(batch)
         return super().run(batch)
 
     def run_segments(self, item: StageItem, run: TextRun, first: bool) -> list[TextSegment]:
@@ -225,7 +219,7 @@ class _Stream:
     index: int = -1
 
 
-class CosyVoice3Token2WavStage(Stage):
+class CosyVoice3Token2WavStage(HoldsRequestStates, Stage):
     """Flow + HiFT per request, in order (spec §9.7), flow solves batched across requests.
 
     A part's tokens go to its segment's `Token2WavSegment`, which plans the flow calls they
@@ -335,15 +329,6 @@ class CosyVoice3Token2WavStage(Stage):
 
     def health(self) -> dict:
         return {"flow_graphs": self.flow.health()}
-
-    def release(self, request_id: str) -> None:
-        self.states.release(request_id)
-
-    def close(self) -> None:
-        self.states.release_all()
-
-    def live_states(self) -> int:
-        return len(self.states)
 
     def state_bytes(self) -> int:
         """Bytes of the accumulated mel of every open segment (HiFT's input, 80 x F float32)."""

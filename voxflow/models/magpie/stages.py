@@ -24,7 +24,6 @@ never depend on its neighbours.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,7 +48,6 @@ from voxflow.text.segment import segment_text
 if TYPE_CHECKING:
     from voxflow.models.magpie.family import MagpieFamily
 
-log = logging.getLogger(__name__)
 
 
 def segment_seed(seed: int, segment: int) -> int:
@@ -79,10 +77,7 @@ class MagpieFrontendStage(TextFrontendStage):
         self._family = family
 
     def run(self, batch: StageBatch) -> list:
-        note = self._family.random_weights_note()
-        for item in batch:
-            log.warning("model %s request %s: weights are %s", self._family.name,
-                        item.request.request_id, note)
+        self._family.warn_random_weights(batch)
         return super().run(batch)
 
     def run_segments(self, item: StageItem, run: TextRun, first: bool) -> list[TextSegment]:

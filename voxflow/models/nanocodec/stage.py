@@ -49,7 +49,7 @@ from voxflow.models.nanocodec.stream import StatePool, StreamState
 from voxflow.stages.items import StageBatch, StageItem
 from voxflow.stages.outputs import Audio, StageOutput
 from voxflow.stages.stage import Stage
-from voxflow.stages.state import RequestStates, StateReleased
+from voxflow.stages.state import HoldsRequestStates, RequestStates, StateReleased
 
 
 @dataclass(eq=False)
@@ -82,7 +82,7 @@ def check_codes(payload: Any) -> np.ndarray:
     return np.ascontiguousarray(tokens.to(torch.int64).numpy())
 
 
-class NanoCodecStage(Stage):
+class NanoCodecStage(HoldsRequestStates, Stage):
     """Streams NanoCodec decodes per request (see the module docstring).
 
     Args:
@@ -231,15 +231,6 @@ class NanoCodecStage(Stage):
             busy = stream.busy
         if not busy:
             self._drop_slot(stream)
-
-    def release(self, request_id: str) -> None:
-        self.states.release(request_id)
-
-    def close(self) -> None:
-        self.states.release_all()
-
-    def live_states(self) -> int:
-        return len(self.states)
 
     def state_bytes(self) -> int:
         """Bytes of the stream slots in use (on the decoder's device) and the queued codes."""
