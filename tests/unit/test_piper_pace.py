@@ -49,10 +49,10 @@ def _family(tiny_voice_dir, **options):
 IDS = np.asarray([1, 0, 20, 0, 31, 0, 7, 0, 12, 0, 20, 0, 31, 0, 2], np.int64)
 
 
-def _busy_run(family, slack_s: float | None):
+def _busy_run(family, slack_s: float | None, seed: int | None = None, segment: int = 0):
     stage = PiperAcousticStage(family)
-    state, _ = make_state(voice="tiny")
-    item = stage_item(state, 0, PhonemeSegment("x", IDS))
+    state, _ = make_state(voice="tiny", seed=seed)
+    item = stage_item(state, segment, PhonemeSegment("x", IDS))
     slack = () if slack_s is None else (slack_s,)
     batch = StageBatch.of([item], key=stage.batch_key(item), slack_s=slack)
     with family.runs.run():  # another worker is mid-run: not alone
@@ -88,3 +88,12 @@ def test_a_busy_segment_goes_in_line_with_time_to_spare_no_deadline_or_switched_
     off.pace = DecodePace(start=1.0)
     out, early = _busy_run(off, slack_s=10.0)
     assert isinstance(out, Next) and early == 0
+
+
+def test_a_seeded_continuation_never_streams_early_its_windows_would_change(tiny_voice_dir):
+    family = _family(tiny_voice_dir)
+    family.pace = DecodePace(start=1.0)
+    out, early = _busy_run(family, slack_s=20.0, seed=3, segment=1)
+    assert isinstance(out, Next) and early == 0
+    out, early = _busy_run(family, slack_s=20.0, seed=3, segment=0)  # same windows either way
+    assert isinstance(out, StreamedParts) and early == 1

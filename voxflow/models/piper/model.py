@@ -223,9 +223,11 @@ class PiperAcousticStage(Stage):
         # parts the same windows on the same session give the same bytes.
         # Under load, a segment whose in-line decode would miss its playback deadline while
         # its first window alone would not streams that window ahead (`pace.EarlyWindow`).
+        # A seeded request's windows must not depend on the load: only its first segment,
+        # whose windows always start small, may stream them early.
         stream = item.speed == native and graph.frames is not None
-        early = stream and not alone and self._early.worth_it(slack_s, frames,
-                                                              self._family.pace)
+        early = (stream and not alone and (item.segment == 0 or not item.request.seeded)
+                 and self._early.worth_it(slack_s, frames, self._family.pace))
         small_first = stream and ((item.segment == 0 and (alone or item.request.seeded))
                                   or early)
         windows = self._plan.windows(frames, first=small_first)
