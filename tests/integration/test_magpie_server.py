@@ -79,7 +79,13 @@ def test_client_leaving_mid_stream_frees_every_magpie_state(server):
                       timeout=120) as r:
         assert r.status_code == 200
         first = next(p for p in r.iter_raw() if p)
-        during = held(server.url)
+        # sampled a few times: between two segments the acoustic stage briefly holds no state
+        # (seen once under a loaded CI machine)
+        samples = [held(server.url)]
+        while samples[-1][("voxflow_stage_states", "acoustic")] < 1 and len(samples) < 40:
+            time.sleep(0.02)
+            samples.append(held(server.url))
+        during = samples[-1]
     assert first
     assert during[("voxflow_stage_states", "acoustic")] >= 1
     assert during[("voxflow_stage_state_bytes", "acoustic")] > 0

@@ -39,9 +39,12 @@ class PiperSettings(BaseModel):
         1, ge=1, le=256, description="ONNX Runtime threads across ops, per voice session."
     )
     workers: int = Field(
-        2, ge=1, le=64,
-        description="Acoustic worker threads (total compute threads: "
-        "`workers * intra_op_threads`).",
+        3, ge=1, le=64,
+        description="Acoustic worker threads, and as many decoder workers (total compute "
+        "threads: `workers * intra_op_threads`). More than the cores lets a new request start "
+        "while the others decode: on 2 cores, 3 raised the share of requests with first audio "
+        "within 1 s at 3.6 requests/s from 0.78 to 0.89 (open-loop probe), with closed-loop "
+        "audio-s/s unchanged.",
     )
     solo_threads: int = Field(
         2, ge=0, le=256,
