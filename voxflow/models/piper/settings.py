@@ -39,12 +39,12 @@ class PiperSettings(BaseModel):
         1, ge=1, le=256, description="ONNX Runtime threads across ops, per voice session."
     )
     workers: int = Field(
-        3, ge=1, le=64,
+        2, ge=1, le=64,
         description="Acoustic worker threads, and as many decoder workers (total compute "
-        "threads: `workers * intra_op_threads`). More than the cores lets a new request start "
-        "while the others decode: on 2 cores, 3 raised the share of requests with first audio "
-        "within 1 s at 3.6 requests/s from 0.78 to 0.89 (open-loop probe), with closed-loop "
-        "audio-s/s unchanged.",
+        "threads: `workers * intra_op_threads`). On 2 cores, 3 raised the share of requests with "
+        "first audio within 1 s at 3.6 requests/s from 0.78 to 0.89 (open-loop probe) but a "
+        "lone five-sentence request then stalled (its later sentences' decodes took the cores "
+        "from its first sentence's windows: stall rate 0.80 against 0.00 with 2).",
     )
     solo_threads: int = Field(
         2, ge=0, le=256,
