@@ -28,3 +28,30 @@ def tensors(name: str) -> dict[str, Any]:
 def meta(name: str) -> Any:
     """The JSON document `FIXTURES/name`."""
     return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+def tiny_flow() -> Any:
+    """The tiny flow with its fixture weights, in eval mode."""
+    from voxflow.models.cosyvoice3.flow import CausalMaskedDiffWithDiT, FlowConfig
+
+    model = CausalMaskedDiffWithDiT(FlowConfig.tiny())
+    model.load_state_dict(tensors("flow_tiny_state_dict.safetensors"), strict=True)
+    return model.eval()
+
+
+def tiny_hift() -> Any:
+    """The tiny HiFT with its fixture weights and sine-wave prefix, in eval mode."""
+    from voxflow.models.cosyvoice3.hift import CausalHiFTGenerator, HiFTConfig
+
+    model = CausalHiFTGenerator(HiFTConfig.tiny()).eval()
+    model.load_state_dict(tensors("hift_tiny_state_dict.safetensors"), strict=True)
+    model.set_sine_waves(tensors("hift_tiny_fixtures.safetensors")["buf.sine_waves_prefix"])
+    return model
+
+
+def tiny_prompt() -> Any:
+    """The flow fixture's prompt (tokens, mel features, speaker embedding)."""
+    from voxflow.models.cosyvoice3.token2wav import FlowPrompt
+
+    ffx = tensors("flow_tiny_fixtures.safetensors")
+    return FlowPrompt(ffx["in.prompt_token"], ffx["in.prompt_feat"], ffx["in.embedding"])

@@ -33,7 +33,7 @@ from voxflow.stages.bucketed import BucketedStage
 from voxflow.stages.items import StageBatch, StageItem
 from voxflow.stages.outputs import Audio
 from voxflow.stages.stage import Stage
-from voxflow.stages.state import RequestStates
+from voxflow.stages.state import HoldsRequestStates, RequestStates
 
 ENTRY = ("fake_streaming:StreamingFamily", "fake_streaming:StreamingSettings")
 SAMPLES_PER_TOKEN = 4
@@ -103,7 +103,7 @@ class FakeDecoder(AutoregressiveStage[_Decode]):
         return out
 
 
-class FakeVocoder(BucketedStage):
+class FakeVocoder(HoldsRequestStates, BucketedStage):
     name = "vocoder"
     in_order = True
 
@@ -134,15 +134,6 @@ class FakeVocoder(BucketedStage):
             self._family.log(("vocode", item.request.request_id, item.segment, item.part))
             out.append(Audio(outputs[i, : item.payload.size * SAMPLES_PER_TOKEN].copy()))
         return out
-
-    def release(self, request_id: str) -> None:
-        self.states.release(request_id)
-
-    def close(self) -> None:
-        self.states.release_all()
-
-    def live_states(self) -> int:
-        return len(self.states)
 
 
 class StreamingFamily(ModelFamily):

@@ -14,11 +14,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from cosyvoice3_fixtures import tensors  # noqa: E402
+from cosyvoice3_fixtures import tiny_flow, tiny_hift, tiny_prompt  # noqa: E402
 
-from voxflow.models.cosyvoice3.flow import CausalMaskedDiffWithDiT, FlowConfig  # noqa: E402
+from voxflow.models.cosyvoice3.flow import CausalMaskedDiffWithDiT  # noqa: E402
 from voxflow.models.cosyvoice3.flow_bucket import FlowBucketRunner, FlowSolve  # noqa: E402
-from voxflow.models.cosyvoice3.hift import CausalHiFTGenerator, HiFTConfig  # noqa: E402
+from voxflow.models.cosyvoice3.hift import CausalHiFTGenerator  # noqa: E402
 from voxflow.models.cosyvoice3.token2wav import (  # noqa: E402
     FlowPrompt,
     Token2WavConfig,
@@ -39,23 +39,17 @@ def one_thread() -> Any:
 
 @pytest.fixture(scope="module")
 def flow() -> CausalMaskedDiffWithDiT:
-    model = CausalMaskedDiffWithDiT(FlowConfig.tiny())
-    model.load_state_dict(tensors("flow_tiny_state_dict.safetensors"), strict=True)
-    return model.eval()
+    return tiny_flow()
 
 
 @pytest.fixture(scope="module")
 def hift() -> CausalHiFTGenerator:
-    model = CausalHiFTGenerator(HiFTConfig.tiny()).eval()
-    model.load_state_dict(tensors("hift_tiny_state_dict.safetensors"), strict=True)
-    model.set_sine_waves(tensors("hift_tiny_fixtures.safetensors")["buf.sine_waves_prefix"])
-    return model
+    return tiny_hift()
 
 
 @pytest.fixture(scope="module")
 def prompt() -> FlowPrompt:
-    ffx = tensors("flow_tiny_fixtures.safetensors")
-    return FlowPrompt(ffx["in.prompt_token"], ffx["in.prompt_feat"], ffx["in.embedding"])
+    return tiny_prompt()
 
 
 def runner(flow: Any, max_batch: int = 8, **kw: Any) -> FlowBucketRunner:

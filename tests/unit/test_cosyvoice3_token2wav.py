@@ -17,10 +17,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from cosyvoice3_fixtures import meta, tensors  # noqa: E402
+from cosyvoice3_fixtures import meta, tensors, tiny_flow, tiny_hift, tiny_prompt  # noqa: E402
 
 from voxflow.models.cosyvoice3.flow import CausalMaskedDiffWithDiT, FlowConfig  # noqa: E402
-from voxflow.models.cosyvoice3.hift import CausalHiFTGenerator, HiFTConfig  # noqa: E402
+from voxflow.models.cosyvoice3.hift import CausalHiFTGenerator  # noqa: E402
 from voxflow.models.cosyvoice3.token2wav import (  # noqa: E402
     FlowPrompt,
     HopSchedule,
@@ -50,23 +50,17 @@ def trace() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def flow() -> CausalMaskedDiffWithDiT:
-    model = CausalMaskedDiffWithDiT(FlowConfig.tiny())
-    model.load_state_dict(tensors("flow_tiny_state_dict.safetensors"), strict=True)
-    return model.eval()
+    return tiny_flow()
 
 
 @pytest.fixture(scope="module")
 def hift() -> CausalHiFTGenerator:
-    model = CausalHiFTGenerator(HiFTConfig.tiny()).eval()
-    model.load_state_dict(tensors("hift_tiny_state_dict.safetensors"), strict=True)
-    model.set_sine_waves(tensors("hift_tiny_fixtures.safetensors")["buf.sine_waves_prefix"])
-    return model
+    return tiny_hift()
 
 
 @pytest.fixture(scope="module")
 def prompt() -> FlowPrompt:
-    ffx = tensors("flow_tiny_fixtures.safetensors")
-    return FlowPrompt(ffx["in.prompt_token"], ffx["in.prompt_feat"], ffx["in.embedding"])
+    return tiny_prompt()
 
 
 class Run:
