@@ -132,6 +132,8 @@ class RequestState:
         self.document: SpeechDocument | None = None
         self._ended: list[Callable[[], None]] = []
         self._info: RequestInfo | None = None
+        # Called (outside the lock) each time a segment's last part is emitted.
+        self._segment_watchers: list[Callable[[], None]] = []
 
     @property
     def id(self) -> str:
@@ -164,6 +166,18 @@ class RequestState:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    @property
+    def segments_delivered(self) -> int:
+        """Segments whose audio has been emitted whole, in order (0 before the first)."""
+        return self._next_segment
+
+    def watch_segments(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (from the delivering worker, no lock held) each time a segment's
+        last part is emitted; a callback already registered is not added twice."""
+        with self._lock:
+            if callback not in self._segment_watchers:
+                self._segment_watchers.append(callback)
 
     def due(self, segment_index: int, now: float) -> float:
         """When segment `segment_index` should be ready (perf_counter seconds), for scheduling.
@@ -244,7 +258,11 @@ class RequestState:
             if final:
                 self.segments_synthesized += 1
             self._pending[(segment_index, part)] = (audio, final)
+            before = self._next_segment
             self._flush_locked()
+            watchers = self._segment_watchers if self._next_segment != before else []
+        for callback in watchers:
+            callback()
 
     def fail(self, error: BaseException) -> None:
         """End the request with an error (first error wins; later calls do nothing)."""

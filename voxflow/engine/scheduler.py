@@ -21,6 +21,14 @@ Policy, applied each time a worker asks for work (`StageQueue.next_batch`):
 5. A stage with ``in_order`` (streaming state between a request's items) gets a request's
    items one at a time, in (segment, part) order: an item waits while an earlier one of its
    request runs (`done` marks the end of a run) or has not arrived yet.
+6. A stage with ``serial_segments`` holds a request's later segment until every earlier one has
+   been delivered (`RequestState.segments_delivered`), unless it is due (`RequestState.due` at
+   or before now: the audio sent so far runs out within the continuation lead). A lone request's
+   segments then take the machine's cores one after another, its first segment alone (a solo
+   session's threads), rather than splitting the cores with its own later segments and
+   finishing no sooner than they do; under load every worker still finds other requests' work.
+   Delivery wakes the queue (`RequestState.watch_segments`); a held segment that falls due wakes
+   it by the wait's timeout.
 """
 
 from __future__ import annotations
@@ -105,11 +113,18 @@ class StageQueue:
 
     def put(self, item: Job) -> None:
         """Add an item; wakes one waiting worker."""
+        if self.stage.serial_segments and item.segment > 0:
+            item.state.watch_segments(self.wake)  # rule 6: its earlier segments' delivery
         with self._cond:
             self._seq += 1
             self._items.append((self._seq, item))
             self._update_depth()
             self._cond.notify()
+
+    def wake(self) -> None:
+        """Wake every waiting worker to look at the queue again (a held item may be ready)."""
+        with self._cond:
+            self._cond.notify_all()
 
     def close(self) -> None:
         """Wake every worker; `next_batch` returns [] from now on."""
@@ -127,6 +142,7 @@ class StageQueue:
         Returns:
             The batch (>= 1 item), or [] when closed or after `timeout` seconds with no work.
         """
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
                 self._drop_cancelled()
@@ -136,8 +152,10 @@ class StageQueue:
                 if batch:
                     self._update_depth()
                     return batch
-                if not self._cond.wait(timeout) and timeout is not None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
                     return []
+                self._cond.wait(self._until_due(left))
 
     def done(self, batch: list[Job]) -> None:
         """Mark a batch's run finished (in_order stages: its requests may run their next
@@ -159,8 +177,32 @@ class StageQueue:
         for request_id in [r for r, (_, st) in self._expected.items() if st.cancelled]:
             del self._expected[request_id]  # ended: no more of its items will come
 
-    def _ready(self, job: Job) -> bool:
-        """in_order stages: `job` is its request's next item and none of it runs now."""
+    def _held(self, job: Job, now: float) -> bool:
+        """serial_segments stages (rule 6): an earlier segment of `job`'s request is not yet
+        delivered and `job` is not due."""
+        state = job.state
+        return (self.stage.serial_segments and job.segment > state.segments_delivered
+                and state.due(job.segment, now) > now)
+
+    def _until_due(self, timeout: float | None) -> float | None:
+        """How long a worker finding nothing ready waits: until the first held item falls due
+        (rule 6), at most `timeout`. Before its request's first audio a later segment is never
+        due, so it is waited for by delivery only."""
+        if not self.stage.serial_segments:
+            return timeout
+        now = time.perf_counter()
+        soonest = min((job.state.due(job.segment, now) - now for _, job in self._items
+                       if job.state.first_audio_at is not None), default=None)
+        if soonest is None:
+            return timeout
+        soonest = max(soonest, 0.001)
+        return soonest if timeout is None else min(soonest, timeout)
+
+    def _ready(self, job: Job, now: float) -> bool:
+        """Not held (rule 6); in_order stages: `job` is its request's next item and none of it
+        runs now."""
+        if self._held(job, now):
+            return False
         if not self.stage.in_order:
             return True
         request_id = job.state.id
@@ -172,7 +214,8 @@ class StageQueue:
         size = stage.max_batch_size if limit is None else min(limit, stage.max_batch_size)
         now = time.perf_counter()
         entries = sorted(
-            ((_priority(job, seq, now), job) for seq, job in self._items if self._ready(job)),
+            ((_priority(job, seq, now), job) for seq, job in self._items
+             if self._ready(job, now)),
             key=lambda entry: entry[0],
         )
         if not entries or size < 1:

@@ -13,6 +13,12 @@ The engine owns the queues and worker threads; a stage is a plain object that tu
 A stage with ``in_order = True`` keeps streaming state between a request's items (a vocoder's
 overlap, a codec's caches): the scheduler runs that request's items one at a time, in segment
 and part order, and the engine calls `release` once when the request ends, however it ends.
+
+A stage with ``serial_segments = True`` runs a request's segments one after another: a later
+segment waits until the earlier ones are delivered, unless it is due (its listener would
+otherwise wait). For CPU stages whose run alone takes every core (a solo session): running a
+lone request's segments side by side only splits the cores and delays its first audio, while
+under load the other requests' segments keep every worker busy.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ class Stage(ABC):
         kind: "batch", "autoregressive" or "bucketed": which engine loop runs it.
         fans_out: True when each input becomes a request's `Segments`.
         in_order: True when a request's items must run one at a time, in order (state).
+        serial_segments: True when a request's later segment should wait for its earlier
+            ones to be delivered, unless it is due (`voxflow.engine.scheduler`, rule 6).
     Instance attributes:
         max_batch_size: most items in one `run` call (1 = no batching).
         max_batch_cost: cap on padded cost, ``len(batch) * max(cost)``; None = no cap.
@@ -43,6 +51,7 @@ class Stage(ABC):
     kind: ClassVar[str] = "batch"
     fans_out: ClassVar[bool] = False
     in_order: ClassVar[bool] = False
+    serial_segments: ClassVar[bool] = False
 
     def __init__(
         self, max_batch_size: int = 1, max_batch_cost: int | None = None, workers: int = 1
