@@ -25,6 +25,7 @@ from voxflow.models.kokoro.loader import SAMPLE_RATE, KokoroGraph, load_graph, l
 from voxflow.models.kokoro.settings import KokoroSettings
 from voxflow.models.kokoro.synth import run_graph, trim_silence
 from voxflow.models.kokoro.voices import load_packaged_voices, voice_language
+from voxflow.models.solo import CPU_RUNS, pick_session
 from voxflow.stages.items import StageBatch, StageItem
 from voxflow.stages.outputs import Audio
 from voxflow.stages.stage import Stage
@@ -69,7 +70,10 @@ class KokoroAcousticStage(Stage):
 
     `max_batch_size` is 1 because the exported graph's batch dimension is fixed at 1 (`tokens`
     is (1, T), `style` (1, 256)) and it has no input lengths to mask padded rows; throughput
-    comes from `workers` threads sharing the session instead.
+    comes from `workers` threads sharing the session instead. A segment that starts while no
+    other model run is in progress takes the solo session (`solo_threads`), and a request's
+    segments run one after another (`serial_segments`, scheduler rule 6), so a lone request's
+    first segment has every core and its first audio does not wait for its own second segment.
 
     A segment's speed outside the clean native range (`native_speed_min` ..
     `native_speed_max`) is rendered at the nearest end of it, then time-stretched (pitch kept)
@@ -77,6 +81,7 @@ class KokoroAcousticStage(Stage):
     """
 
     name = "acoustic"
+    serial_segments = True  # a lone request's segments one at a time, each solo
 
     def __init__(self, family: KokoroFamily):
         super().__init__(max_batch_size=1, workers=family.settings.workers)
@@ -100,12 +105,15 @@ class KokoroAcousticStage(Stage):
         for item in batch:
             # Outside the clean native range: render at its nearest end, then stretch the rest.
             native, stretch = split_speed(item.speed, s.native_speed_min, s.native_speed_max)
-            audio = run_graph(
-                family.graph.session,
-                item.payload.token_ids,
-                family.voice_models[item.request.voice].table,
-                native,
-            )
+            with CPU_RUNS.run() as alone:
+                session = pick_session(family.graph.session, family.solo_session, alone,
+                                       item.request.seeded)
+                audio = run_graph(
+                    session,
+                    item.payload.token_ids,
+                    family.voice_models[item.request.voice].table,
+                    native,
+                )
             # Kept silence at the native rate, so after the stretch the pauses follow the speed.
             audio = trim_silence(audio, SAMPLE_RATE, s.segment_pause_s, native)
             out.append(Audio(time_stretch(audio, SAMPLE_RATE, stretch)))
@@ -134,6 +142,11 @@ class KokoroFamily(ModelFamily):
             settings.cache_dir, settings.intra_op_threads, settings.inter_op_threads,
             spin=settings.workers == 1,  # workers sharing a many-thread session: no spinning
         )
+        # More threads, for a segment that starts alone (`voxflow.models.solo`).
+        self.solo_session = None
+        if settings.solo_threads > settings.intra_op_threads:
+            self.solo_session = load_graph(settings.cache_dir, settings.solo_threads,
+                                           settings.inter_op_threads, spin=False).session
         self.frontend = KokoroFrontend(load_vocab())
 
     def languages(self, voice_id: str) -> tuple[str, ...]:
@@ -157,5 +170,6 @@ class KokoroFamily(ModelFamily):
             "sha256": self.graph.sha256,
             "workers": s.workers,
             "intra_op_threads": s.intra_op_threads,
+            "solo_threads": s.solo_threads if self.solo_session is not None else 0,
             "max_batch_size": 1,
         }

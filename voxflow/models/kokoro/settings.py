@@ -50,6 +50,13 @@ class KokoroSettings(BaseModel):
         description="Acoustic worker threads sharing the session; the graph runs one segment "
         "at a time.",
     )
+    solo_threads: int = Field(
+        2, ge=0, le=256,
+        description="Threads of a second session used by a segment that starts while no other "
+        "model run in the process is in progress, so a lone request is not held to one core "
+        "(0 = off). Seeded requests always use the `intra_op_threads` session: their bytes "
+        "must not depend on the load.",
+    )
     max_segment_chars: int = shared.max_segment_chars(
         300, "a segment past the graph's 510-token limit is cut again at punctuation"
     )

@@ -11,10 +11,8 @@ the encoder and a small first window.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Hashable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_c
 from voxflow.models.piper.pace import DecodePace, EarlyWindow
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import Encoded, decode_in_line, encode_batch
+from voxflow.models.solo import CPU_RUNS, pick_session
 from voxflow.stages.items import StageBatch, StageItem
 from voxflow.stages.outputs import Audio, Next, Parts, StreamedParts
 from voxflow.stages.stage import Stage
@@ -109,32 +108,9 @@ def decoded_frames(windows: list[DecodeWindow]) -> int:
     return sum(w.span[1] - w.span[0] for w in windows)
 
 
-class RunCounter:
-    """Counts a family's model runs in progress across its stages' workers, to tell whether a
-    run starts alone (then it may use the voice's solo session, with more threads)."""
-
-    def __init__(self) -> None:
-        self._running = 0
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def run(self) -> Iterator[bool]:
-        """Hold a run for the block; yields True when no other run was in progress."""
-        with self._lock:
-            self._running += 1
-            alone = self._running == 1
-        try:
-            yield alone
-        finally:
-            with self._lock:
-                self._running -= 1
-
-
 def pick_graph(voice: PiperVoiceModel, alone: bool, seeded: bool) -> RewrittenGraph:
-    """The solo session for a run alone, else the fixed-thread one. Seeded runs always take the
-    fixed-thread one: their bytes must not depend on the load."""
-    solo = voice.solo_graph
-    return solo if solo is not None and alone and not seeded else voice.graph
+    """The solo session for a run alone, else the fixed-thread one (`voxflow.models.solo`)."""
+    return pick_session(voice.graph, voice.solo_graph, alone, seeded)
 
 
 class PiperAcousticStage(Stage):
@@ -156,6 +132,7 @@ class PiperAcousticStage(Stage):
     """
 
     name = "acoustic"
+    serial_segments = True  # a lone request's segments one at a time, each solo
 
     def __init__(self, family: PiperFamily):
         s = family.settings
@@ -322,7 +299,7 @@ class PiperFamily(ModelFamily):
 
     def __init__(self, name: str, settings: PiperSettings):
         super().__init__(name, settings)
-        self.runs = RunCounter()  # acoustic and decoder runs in progress (solo sessions)
+        self.runs = CPU_RUNS  # runs in progress in this process (solo sessions)
         self.pace = DecodePace()  # decoder seconds per frame under load (early windows)
         files = _voice_files(settings)
         self.voice_models = {vid: load_voice(vid, path, settings) for vid, path in files.items()}
