@@ -12,10 +12,11 @@ channels-first at the interface, as the reference `cosyvoice/flow/DiT/dit.py::Di
 Precision (spec §9.3 ``estimator_dtype``): the compute dtype is the dtype of the Linear and
 Conv1d weights, float32 as loaded, or bfloat16 after `DiT.set_compute_dtype`. In bfloat16 the
 linear, conv and attention-projection matmuls and the activations between them run in
-bfloat16, while the LayerNorms (with their modulation), the attention softmax (and its
-scores), RoPE and the sinusoidal time features compute in float32 by explicit casts (no
-autocast; spec §10). fp16 is reported to overflow in this LayerNorm (spec §13), and bf16 with
-its 8-bit mantissa would round the normalisation statistics and softmax weights too coarsely.
+bfloat16 (q·kᵀ included), while the LayerNorms (with their modulation), the attention
+softmax (its scores cast up, then scaled and masked), RoPE and the sinusoidal time features
+compute in float32 by explicit casts (no autocast; spec §10). fp16 is reported to overflow
+in this LayerNorm (spec §13), and bf16 with its 8-bit significand would round the
+normalisation statistics and softmax weights too coarsely.
 Inputs and output stay float32 at the interface, so the Euler state and solver arithmetic
 around the estimator are float32 whatever the compute dtype. In float32 every path is
 unchanged (the parity fixtures' values, bit for bit).
