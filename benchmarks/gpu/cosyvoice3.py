@@ -11,6 +11,8 @@ Steps (each writes one JSON part; `merge` joins them):
   engine's `voxflow.stages.graphs.GraphRunner` (CUDA graph, one pool, largest first), replay
   compared with eager on the same padded inputs (bit-identical expected, spec §10), and timed,
   eager vs replay, median of `--repeats` device-synchronized calls. TF32 is off (spec §10).
+  Once per `--dtypes` entry (float32, bfloat16: the `estimator_dtype` setting, spec §10 asks
+  for replay = eager in both), each with the largest bf16-vs-fp32 difference of the mels.
   On a CPU nothing is captured and replay is eager: the step then only checks that it runs
   (``--tiny`` for the small flow).
 - ``merge``: the parts into one JSON.
@@ -46,6 +48,7 @@ from voxflow.models.cosyvoice3.flow import (  # noqa: E402
     FlowConfig,
 )
 from voxflow.models.cosyvoice3.flow_bucket import FlowBucketRunner  # noqa: E402
+from voxflow.models.cosyvoice3.precision import ESTIMATOR_DTYPES  # noqa: E402
 from voxflow.stages.graphs import GraphRunner  # noqa: E402
 
 SOLVE = 1e-4  # spec §1: 10-step solves, the vocoder and end-to-end audio
@@ -169,14 +172,39 @@ def padded_inputs(rows: int, bucket: int, real: int, dim_spk: int, device: str,
 
 
 def solve_step(device: str, tiny: bool, buckets: list[int], batches: list[int],
-               budget: int, repeats: int, streaming: bool) -> dict[str, Any]:
-    """Capture, compare and time the solve per (batch, bucket); see the module docstring."""
+               budget: int, repeats: int, streaming: bool,
+               dtypes: list[str]) -> dict[str, Any]:
+    """`solve_dtype` for each estimator dtype in `dtypes` (the same random weights, cast):
+    {"dtypes": {name: record}, "bf16_vs_fp32_max_abs": {shape: diff} when both ran, "ok"}."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
     with torch.device(device):
         flow = CausalMaskedDiffWithDiT(FlowConfig.tiny() if tiny else FlowConfig())
     flow = flow.to(device).eval().requires_grad_(False)
+    out: dict[str, Any] = {"dtypes": {}}
+    eager: dict[str, dict[str, Tensor]] = {}
+    for name in dtypes:
+        flow.decoder.estimator.set_compute_dtype(ESTIMATOR_DTYPES[name])
+        out["dtypes"][name], eager[name] = solve_dtype(flow, device, buckets, batches, budget,
+                                                       repeats, streaming)
+        out["dtypes"][name]["estimator_dtype"] = name
+    if "float32" in eager and "bfloat16" in eager:
+        out["bf16_vs_fp32_max_abs"] = {k: max_diff(v, eager["float32"][k])
+                                       for k, v in eager["bfloat16"].items()}
+    out["ok"] = all(r["ok"] for r in out["dtypes"].values())
+    return out
+
+
+def solve_dtype(flow: CausalMaskedDiffWithDiT, device: str, buckets: list[int],
+                batches: list[int], budget: int, repeats: int,
+                streaming: bool) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """Capture, compare and time the solve per (batch, bucket) in the estimator's current
+    dtype; see the module docstring. Returns the record and each shape's eager mel."""
+    tiny = flow.config.dim < FlowConfig().dim
+    if device.startswith("cuda"):  # the previous dtype's graphs are gone: measure this one's
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
     # the served solve (token2wav's FlowBucketRunner.forward), captured here shape by shape
     served = FlowBucketRunner(flow, buckets, batches, max(batches), budget, True, device)
     forward = served.forward
@@ -189,6 +217,7 @@ def solve_step(device: str, tiny: bool, buckets: list[int], batches: list[int],
                               "budget_batch_frames": budget, "repeats": repeats,
                               "eager_reason": runner.eager_reason(), "shapes": {}}
     started = time.perf_counter()
+    mels: dict[str, Tensor] = {}
     with torch.inference_mode():
         examples = {s: padded_inputs(s[0], s[1], max(s[1] - PAD, 1), 80, device, seed=s[1],
                                      streaming=streaming) for s in shapes}
@@ -224,14 +253,16 @@ def solve_step(device: str, tiny: bool, buckets: list[int], batches: list[int],
                 entry[f"{mode}_ms"] = 1000 * statistics.median(times)
             entry["speedup"] = entry["eager_ms"] / entry["replay_ms"]
             record["shapes"][f"b{shape[0]}/{shape[1]}"] = entry
-            print(f"b{shape[0]} {shape[1]} frames: eager {entry['eager_ms']:.1f} ms, "
+            mels[f"b{shape[0]}/{shape[1]}"] = eager
+            print(f"{flow.decoder.estimator.compute_dtype} "
+                  f"b{shape[0]} {shape[1]} frames: eager {entry['eager_ms']:.1f} ms, "
                   f"replay {entry['replay_ms']:.1f} ms ({entry['status']}), bit-identical "
                   f"{entry['bit_identical']}", flush=True)
     if device.startswith("cuda"):
         record["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
     record["ok"] = all(e["bit_identical"] and e["copy_outlives_next_replay"]
                        for e in record["shapes"].values())
-    return record
+    return record, mels
 
 
 def merge(parts: list[Path]) -> dict[str, Any]:
@@ -263,6 +294,8 @@ def main() -> int:
     s.add_argument("--budget", type=int, default=8192, help="most batch x frames captured")
     s.add_argument("--repeats", type=int, default=5)
     s.add_argument("--streaming", action="store_true", help="chunk-causal mask")
+    s.add_argument("--dtypes", default="float32,bfloat16",
+                   help="estimator dtypes to run, in order (estimator_dtype values)")
     s.add_argument("--out", required=True)
     m = sub.add_parser("merge", help="join JSON parts")
     m.add_argument("--out", required=True)
@@ -273,7 +306,8 @@ def main() -> int:
             record = parity(args.device)
         elif args.step == "solve":
             record = solve_step(args.device, args.tiny, ints(args.buckets), ints(args.batches),
-                                args.budget, args.repeats, args.streaming)
+                                args.budget, args.repeats, args.streaming,
+                                [d for d in args.dtypes.split(",") if d])
         else:
             record = merge(args.parts)
     except Exception as exc:  # noqa: BLE001 (the part records why it failed; others go on)

@@ -2,14 +2,15 @@
 # CosyVoice3 on one GPU (issue 11), in one run of under 9 minutes on an H200, one JSON out:
 #
 #   1. parity   the tiny parity fixtures on CUDA (flow, HiFT, token2wav loop, LM; spec §1)
-#   2. solve    the full-size flow solve (random weights) per frame bucket at batch 1 and 8:
-#               captured with the engine's GraphRunner, replay vs eager bit-identity on the
-#               same padded inputs, eager vs replay time (spec §10, §12)
+#   2. solve    the full-size flow solve (random weights) per frame bucket at batch 1 and 8,
+#               with the DiT estimator in float32 then bfloat16 (estimator_dtype): captured
+#               with the engine's GraphRunner, replay vs eager bit-identity on the same padded
+#               inputs, eager vs replay time, bf16 vs fp32 mel difference (spec §10, §12)
 #   3. serve    `voxflow serve --config configs/cosyvoice3.yaml` (full-size random weights on
 #               cuda), then `voxflow bench run` at concurrency 1, 8, 32 on short lines
 #   4. merge    parity + solve + bench + facts into $OUT_DIR/cosyvoice3_gpu.json
 #
-# Each step has its own time limit (STEP_* below, 510 s in all) and a failed step does not stop
+# Each step has its own time limit (STEP_* below, 530 s in all) and a failed step does not stop
 # the others; the JSON says which failed. Random weights: the audio is noise, only times count.
 # The served flow solves are bucketed and captured at start-up (token2wav's FlowBucketRunner,
 # 97 (rows, frames) graphs by default; spec §10 puts start-up at 90-94 s, hence 150 s for
@@ -32,15 +33,15 @@ OUT_DIR="${OUT_DIR:-cosyvoice3_gpu}"
 PORT="${PORT:-8011}"
 DRY_RUN=0
 STEP_PARITY=60      # seconds
-STEP_SOLVE=160
+STEP_SOLVE=200      # float32, then bfloat16
 STEP_SERVE_START=150
-STEP_BENCH=140
+STEP_BENCH=120
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY_RUN=1 ;;
     --out-dir) OUT_DIR="$2"; shift ;;
     --port) PORT="$2"; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift

@@ -356,14 +356,71 @@ except ModuleNotFoundError as exc:
                                    "'.[cosyvoice3]')")
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"estimator_dtype": "bfloat16"}, "estimator_dtype bfloat16 is not built yet"),
-    ({"require_graphs": True, "device": "cuda"}, "require_graphs is set, but CUDA is not"),
-])
-def test_options_that_cannot_be_honoured_are_refused_at_start_up(options, message):
-    if "require_graphs" in options:
-        torch = pytest.importorskip("torch")
-        if torch.cuda.is_available():
-            pytest.skip("CUDA is available: require_graphs is honoured here")
-    with pytest.raises(ValueError, match=message):
-        CosyVoice3Family("cv3", CosyVoice3Settings(**options))
+def test_require_graphs_without_cuda_is_refused_at_start_up():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available: require_graphs is honoured here")
+    with pytest.raises(ValueError, match="require_graphs is set, but CUDA is not"):
+        CosyVoice3Family("cv3", CosyVoice3Settings(require_graphs=True, device="cuda"))
+
+
+def test_a_bfloat16_estimator_starts_serves_and_repeats_a_seeded_request(family):
+    """`estimator_dtype: bfloat16` (spec §9.3): the family starts with the DiT's weights cast
+    (the rest float32), describes it, and serves a seeded request twice with the same bytes,
+    which differ from the float32 family's audio for the same seed (bf16 really ran)."""
+    text = "Hello there."
+
+    async def serve(dtype: str):
+        engine = Engine(_engine_settings(**{"models.0.options.estimator_dtype": dtype}))
+        await engine.start()
+        try:
+            models = engine.models["cosyvoice3"].family.models
+            runs = [await engine.submit(SpeechRequest("cosyvoice3", text, VOICE, seed=3))
+                    .collect() for _ in range(2)]
+            return models, runs
+        finally:
+            engine.stop()
+
+    models, (first, again) = asyncio.run(serve("bfloat16"))
+    est = models.flow.decoder.estimator
+    assert est.proj_out.weight.dtype == torch.bfloat16 == est.compute_dtype
+    assert models.flow.input_embedding.weight.dtype == torch.float32
+    assert {p.dtype for p in [*models.lm.parameters(), *models.hift.parameters()]} == {
+        torch.float32}
+    sha, samples = _sha(first)
+    assert samples > 0 and samples % SAMPLES_PER_TOKEN == 0 and first[-1].is_last
+    assert _sha(again) == (sha, samples)
+    _, (fp32, _) = asyncio.run(serve("float32"))
+    assert _sha(fp32)[1] == samples and _sha(fp32)[0] != sha  # same tokens, other flow dtype
+    bf16 = CosyVoice3Family("cv3", CosyVoice3Settings(estimator_dtype="bfloat16"))
+    assert bf16.details()["estimator_dtype"] == "bfloat16"
+    assert family.details()["estimator_dtype"] == "float32"
+
+
+def test_a_bfloat16_estimator_casts_checkpoint_weights_like_the_tiny_ones(tmp_path, monkeypatch):
+    """The checkpoint path (real key layout, loaded float32 on meta with assign) then cast to
+    bfloat16 gives the same flow as the tiny path cast the same way."""
+    from cosyvoice3_fixtures import tiny_prompt
+
+    from voxflow.models.cosyvoice3 import loader, weights
+    from voxflow.models.cosyvoice3.flow import FlowConfig
+    from voxflow.models.cosyvoice3.hift import HiFTConfig
+    from voxflow.models.cosyvoice3.lm import TINY_LM_CONFIG
+
+    settings = CosyVoice3Settings(estimator_dtype="bfloat16")
+    tiny = weights._tiny(settings, torch.device("cpu"))
+    states = loader.read_tiny_state_dicts(weights.REPO_FIXTURES)
+    for name, state in states.items():
+        torch.save(state, tmp_path / name)
+    monkeypatch.setattr(weights, "FULL_SIZES",
+                        (TINY_LM_CONFIG, FlowConfig.tiny(), HiFTConfig.tiny()))
+    monkeypatch.setattr(weights, "full_size_sine_waves", lambda: tiny.hift.m_source.sine_waves)
+    ckpt = weights._checkpoint(settings, torch.device("cpu"), tmp_path)
+    for m in (tiny, ckpt):
+        est = m.flow.decoder.estimator
+        assert {p.dtype for p in est.parameters()} == {torch.bfloat16}
+        assert est.rotary_embed.inv_freq.dtype == torch.float32
+    token = torch.tensor([[5, 17, 40, 3, 66, 12, 9, 80, 33, 21]])
+    p = tiny_prompt()
+    mels = [m.flow.inference(token, p.prompt_token, p.prompt_feat, p.embedding, streaming=False,
+                             finalize=True) for m in (tiny, ckpt)]
+    assert torch.equal(mels[0], mels[1]) and mels[0].dtype == torch.float32

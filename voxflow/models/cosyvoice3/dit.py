@@ -9,6 +9,18 @@ channels-first at the interface, as the reference `cosyvoice/flow/DiT/dit.py::Di
 - ``spks``: float32 [B, 80], the projected speaker embedding;
 - returns float32 [B, 80, T].
 
+Precision (spec §9.3 ``estimator_dtype``): the compute dtype is the dtype of the Linear and
+Conv1d weights, float32 as loaded, or bfloat16 after `DiT.set_compute_dtype`. In bfloat16 the
+linear, conv and attention-projection matmuls and the activations between them run in
+bfloat16 (q·kᵀ included), while the LayerNorms (with their modulation), the attention
+softmax (its scores cast up, then scaled and masked), RoPE and the sinusoidal time features
+compute in float32 by explicit casts (no autocast; spec §10). fp16 is reported to overflow
+in this LayerNorm (spec §13), and bf16 with its 8-bit significand would round the
+normalisation statistics and softmax weights too coarsely.
+Inputs and output stay float32 at the interface, so the Euler state and solver arithmetic
+around the estimator are float32 whatever the compute dtype. In float32 every path is
+unchanged (the parity fixtures' values, bit for bit).
+
 Parameter names equal the reference `state_dict()` (under ``decoder.estimator.`` in `flow.pt`,
 spec §3). Sizes (spec §2): full dim 1024 / depth 22 / 16 heads x 64 / FF 2048 / chunk 50 frames;
 tiny dim 64 / depth 2 / 4 heads x 16 / FF 128 / chunk 10 frames. Inference only: the reference's
@@ -22,6 +34,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from voxflow.models.cosyvoice3.precision import attention_fp32_softmax
 
 # Spec §6 "Time": 256-d sinusoidal features of 1000·t, frequencies exp(-k·ln(1e4)/127), k = 0..127.
 TIME_FEATURES = 256
@@ -61,7 +75,11 @@ class TimestepEmbedding(nn.Module):
         self.time_mlp = nn.Sequential(nn.Linear(freq_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
 
     def forward(self, t: Tensor) -> Tensor:
-        out: Tensor = self.time_mlp(timestep_features(t, self.freq_dim))
+        """t float32 [B] -> [B, dim] in the MLP's weight dtype (features built in float32)."""
+        features = timestep_features(t.float(), self.freq_dim)
+        dtype = self.time_mlp[0].weight.dtype
+        assert isinstance(dtype, torch.dtype)
+        out: Tensor = self.time_mlp(features.to(dtype))
         return out
 
 
@@ -166,12 +184,15 @@ class AdaLayerNormZeroFinal(nn.Module):
 
 
 def modulate(x: Tensor, shift: Tensor, scale: Tensor) -> Tensor:
-    """LN(x)·(1 + scale) + shift; x [B, T, dim], shift, scale [B, dim].
+    """LN(x)·(1 + scale) + shift; x [B, T, dim], shift, scale [B, dim]; returns x's dtype.
 
-    LN without affine, eps 1e-6 (spec §6 "Block" 2).
+    LN without affine, eps 1e-6 (spec §6 "Block" 2). The norm and the modulation compute in
+    float32 whatever x's dtype (spec §9.3: norms stay fp32); the result is cast back to x's
+    dtype for the next linear layer. For float32 inputs the casts are no-ops.
     """
-    normed = F.layer_norm(x, (x.shape[-1],), eps=NORM_EPS)
-    return normed * (1 + scale[:, None]) + shift[:, None]
+    normed = F.layer_norm(x.float(), (x.shape[-1],), eps=NORM_EPS)
+    out = normed * (1 + scale.float()[:, None]) + shift.float()[:, None]
+    return out.to(x.dtype)
 
 
 class FeedForward(nn.Module):
@@ -215,7 +236,10 @@ class Attention(nn.Module):
         k = apply_rotary(self.to_k(x), freqs)
         v = self.to_v(x)
         q, k, v = (a.view(batch, -1, self.heads, self.dim_head).transpose(1, 2) for a in (q, k, v))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if q.dtype == torch.float32:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            out = attention_fp32_softmax(q, k, v, mask)
         out = out.transpose(1, 2).reshape(batch, -1, self.heads * self.dim_head)
         out = self.to_out[0](out)
         valid = mask[:, 0, -1].unsqueeze(-1)
@@ -298,17 +322,44 @@ class DiT(nn.Module):
         self.static_chunk_size = static_chunk_size
         self.num_decoding_left_chunks = num_decoding_left_chunks
 
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype the estimator's matmuls and activations run in (its Linear weights')."""
+        return self.proj_out.weight.dtype
+
+    def set_compute_dtype(self, dtype: torch.dtype) -> DiT:
+        """Cast every Linear and Conv1d (weight and bias) to `dtype`; returns self.
+
+        float32 or bfloat16 (spec §9.3 ``estimator_dtype``). Call after loading the float32
+        state dict (the checkpoint's own layout and dtype are loaded strictly first). The
+        rotary ``inv_freq`` buffer stays float32 (RoPE computes in float32), and the
+        LayerNorms have no parameters (no affine): they compute in float32 in any case.
+
+        Raises:
+            ValueError: a dtype other than float32 or bfloat16.
+        """
+        if dtype not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"estimator dtype must be float32 or bfloat16, got {dtype}")
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Conv1d)):
+                module.to(dtype)
+        return self
+
     def forward(self, x: Tensor, mask: Tensor, mu: Tensor, t: Tensor, spks: Tensor,
                 cond: Tensor, streaming: bool | Tensor = False) -> Tensor:
-        """Velocity [B, 80, T]; x, mu, cond [B, 80, T], mask [B, 1, T], t [B] or [], spks [B, 80].
+        """Velocity float32 [B, 80, T]; x, mu, cond float32 [B, 80, T], mask [B, 1, T], t [B]
+        or [], spks [B, 80].
 
         `streaming` selects the chunk-causal mask (`static_chunk_size` frames), else key padding;
-        a bool tensor [B] selects it per row (`attention_mask`).
+        a bool tensor [B] selects it per row (`attention_mask`). The inputs are cast to
+        `compute_dtype` here and the velocity back to float32 (see the module docstring).
         """
         batch, _, frames = x.shape
         if t.ndim == 0:
             t = t.repeat(batch)
         temb = self.time_embed(t)
+        dtype = self.compute_dtype
+        x, mu, cond, spks = (a.to(dtype) for a in (x, mu, cond, spks))
         h = self.input_embed(x.transpose(1, 2), cond.transpose(1, 2), mu.transpose(1, 2), spks)
         freqs = self.rotary_embed.freqs(frames)
         attn_mask = attention_mask(mask, streaming, self.static_chunk_size,
@@ -316,4 +367,4 @@ class DiT(nn.Module):
         for block in self.transformer_blocks:
             h = block(h, temb, attn_mask, freqs)
         out: Tensor = self.proj_out(self.norm_out(h, temb))
-        return out.transpose(1, 2)
+        return out.transpose(1, 2).float()

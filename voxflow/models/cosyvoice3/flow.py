@@ -157,6 +157,11 @@ class CausalConditionalCFM(nn.Module):
         reference does. `streaming`: a bool, or a bool tensor [B] of per-row flags (the
         bucketed solve mixes streamed and final rows). Returns x after the last step, float32
         [B, 80, T].
+
+        x, dt and the CFG combination stay in the inputs' dtype (float32) whatever the
+        estimator's compute dtype (spec §9.3 ``estimator_dtype``): a bfloat16 estimator takes
+        float32 inputs and returns a float32 velocity, so only the velocity carries bfloat16
+        rounding, never the accumulated state.
         """
         rate = self.inference_cfg_rate
         batch = x.shape[0]

@@ -147,14 +147,15 @@ class FlowBucketRunner:
             raise ValueError(f"{len(solves)} solves of up to "
                              f"{max((s.frames for s in solves), default=0)} frames do not fit "
                              f"({rows} rows, {frames} frames)")
-        p = next(self.flow.parameters())
+        device = self.flow.input_embedding.weight.device
+        dtype = torch.float32  # the solver's state, whatever the estimator's compute dtype
         bins = self.flow.output_size
-        mu = torch.zeros(rows, bins, frames, device=p.device, dtype=p.dtype)
+        mu = torch.zeros(rows, bins, frames, device=device, dtype=dtype)
         cond = torch.zeros_like(mu)
-        mask = torch.zeros(rows, 1, frames, device=p.device, dtype=p.dtype)
+        mask = torch.zeros(rows, 1, frames, device=device, dtype=dtype)
         mask[:, :, 0] = 1  # padding rows: valid length 1, so attention stays finite
-        spks = torch.zeros(rows, bins, device=p.device, dtype=p.dtype)
-        streaming = torch.zeros(rows, dtype=torch.bool, device=p.device)
+        spks = torch.zeros(rows, bins, device=device, dtype=dtype)
+        streaming = torch.zeros(rows, dtype=torch.bool, device=device)
         for i, s in enumerate(solves):
             t = s.frames
             mu[i, :, :t] = s.cond.mu[0]

