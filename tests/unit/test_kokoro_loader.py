@@ -155,7 +155,7 @@ def test_a_misshapen_voice_table_is_refused():
 def test_settings_defaults_and_checks(tmp_path):
     s = KokoroSettings()
     assert s.cache_dir == Path.home() / ".cache" / "voxflow" / "kokoro"
-    assert (s.workers, s.intra_op_threads, s.default_voice) == (2, 1, "jf_alpha")
+    assert (s.workers, s.intra_op_threads, s.default_voice) == (2, 2, "jf_alpha")
     assert KokoroSettings(cache_dir="~/x").cache_dir == Path.home() / "x"
     a_file = tmp_path / "f"
     a_file.write_text("")

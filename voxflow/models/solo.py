@@ -1,14 +1,15 @@
 """Solo sessions: a model run that starts while no other CPU run is in progress may use a
 session with more threads, so a lone request is not held to one core.
 
-Both CPU families (Piper and Kokoro) keep two ONNX Runtime sessions of a graph: the fixed one
-(`intra_op_threads`, shared by the stage's workers) and a solo one (`solo_threads`). A run asks
-`CPU_RUNS` whether it starts alone and picks its session with `pick_session`. The count is
-process-wide, so a Piper run and a Kokoro run in one server see each other and neither takes
-every core while the other runs. Seeded runs always take the fixed session: ONNX Runtime's
-reductions split work by thread count, so a run's float rounding (its bytes) could depend on
-the load. The scheduler's rule 6 (`Stage.serial_segments`) makes a lone request's segments
-run one at a time, so each of them starts alone.
+Piper keeps two ONNX Runtime sessions of each graph: the fixed one (`intra_op_threads`, shared
+by the stage's workers) and a solo one (`solo_threads`); a run asks `CPU_RUNS` whether it
+starts alone and picks its session with `pick_session`. Kokoro's runs are counted too (its one
+session already has two threads), and the count is process-wide, so in a server with both
+families a Piper run beside a Kokoro run takes the fixed session, not every core. Seeded runs
+always take the fixed session: ONNX Runtime's reductions split work by thread count, so a
+run's float rounding (its bytes) could depend on the load. The scheduler's rule 6
+(`Stage.serial_segments`) makes a lone request's segments run one at a time, so each of them
+starts alone.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from voxflow.models.kokoro.loader import SAMPLE_RATE, KokoroGraph, load_graph, l
 from voxflow.models.kokoro.settings import KokoroSettings
 from voxflow.models.kokoro.synth import run_graph, trim_silence
 from voxflow.models.kokoro.voices import load_packaged_voices, voice_language
-from voxflow.models.solo import CPU_RUNS, pick_session
+from voxflow.models.solo import CPU_RUNS
 from voxflow.stages.items import StageBatch, StageItem
 from voxflow.stages.outputs import Audio
 from voxflow.stages.stage import Stage
@@ -70,10 +70,12 @@ class KokoroAcousticStage(Stage):
 
     `max_batch_size` is 1 because the exported graph's batch dimension is fixed at 1 (`tokens`
     is (1, T), `style` (1, 256)) and it has no input lengths to mask padded rows; throughput
-    comes from `workers` threads sharing the session instead. A segment that starts while no
-    other model run is in progress takes the solo session (`solo_threads`), and a request's
-    segments run one after another (`serial_segments`, scheduler rule 6), so a lone request's
-    first segment has every core and its first audio does not wait for its own second segment.
+    comes from `workers` threads sharing the session instead. The session has
+    `intra_op_threads` (2) threads that do not spin: a run alone uses both cores, two runs at
+    once share the pool about as well as two one-thread sessions would (two 120-token runs
+    together: 5.34 s against 5.23 s), and a request's segments run one after another
+    (`serial_segments`, scheduler rule 6), so a lone request's first segment has both cores
+    and its first audio does not wait for its own second segment.
 
     A segment's speed outside the clean native range (`native_speed_min` ..
     `native_speed_max`) is rendered at the nearest end of it, then time-stretched (pitch kept)
@@ -105,11 +107,9 @@ class KokoroAcousticStage(Stage):
         for item in batch:
             # Outside the clean native range: render at its nearest end, then stretch the rest.
             native, stretch = split_speed(item.speed, s.native_speed_min, s.native_speed_max)
-            with CPU_RUNS.run() as alone:
-                session = pick_session(family.graph.session, family.solo_session, alone,
-                                       item.request.seeded)
+            with CPU_RUNS.run():  # counted, so a Piper run beside it takes no solo session
                 audio = run_graph(
-                    session,
+                    family.graph.session,
                     item.payload.token_ids,
                     family.voice_models[item.request.voice].table,
                     native,
@@ -142,11 +142,6 @@ class KokoroFamily(ModelFamily):
             settings.cache_dir, settings.intra_op_threads, settings.inter_op_threads,
             spin=settings.workers == 1,  # workers sharing a many-thread session: no spinning
         )
-        # More threads, for a segment that starts alone (`voxflow.models.solo`).
-        self.solo_session = None
-        if settings.solo_threads > settings.intra_op_threads:
-            self.solo_session = load_graph(settings.cache_dir, settings.solo_threads,
-                                           settings.inter_op_threads, spin=False).session
         self.frontend = KokoroFrontend(load_vocab())
 
     def languages(self, voice_id: str) -> tuple[str, ...]:
@@ -170,6 +165,5 @@ class KokoroFamily(ModelFamily):
             "sha256": self.graph.sha256,
             "workers": s.workers,
             "intra_op_threads": s.intra_op_threads,
-            "solo_threads": s.solo_threads if self.solo_session is not None else 0,
             "max_batch_size": 1,
         }
