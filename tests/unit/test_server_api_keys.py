@@ -211,3 +211,15 @@ def test_settings_that_skipped_the_key_file_fail_closed(tmp_path) -> None:
     })
     with pytest.raises(ConfigError, match="no key was read from it"):
         create_app(settings)
+
+
+def test_the_401_codes_and_messages_are_documented() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    errors = text.split("\n## Errors", 1)[1].split("\n## ", 1)[0]
+    keys = text.split("\n## API keys", 1)[1].split("\n## ", 1)[0]
+    for code in ("missing_api_key", "invalid_api_key"):
+        assert f"| `{code}` | 401 |" in errors
+    for body in (MISSING, WRONG, SCHEME):
+        assert body["error"]["message"] in keys
