@@ -8,13 +8,24 @@ settings type, so a bad config stops start-up with a message naming the field, e
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from voxflow.api_keys import ENV_VAR, ApiKeysError, collect_api_keys, key_problem
 from voxflow.models.registry import family_settings_type
 
 # An Origin header's value: scheme://host[:port], nothing after it.
@@ -75,6 +86,49 @@ class ServerSettings(_Strict):
         "`*` for any) allowed to call the API from a web page: CORS preflights are answered "
         "and responses carry `Access-Control-Allow-Origin`. Empty (the default): CORS is off.",
     )
+
+    api_keys: list[SecretStr] = Field(
+        default_factory=list,
+        description="API keys: every route but `/health` (and the API docs pages) then needs "
+        "`Authorization: Bearer KEY` with one of them, else a 401 (docs/api.md, API keys). "
+        f"Merged once at start-up with the keys of `api_keys_file` and of `{ENV_VAR}` "
+        "(comma-separated). None anywhere (the default): the API is open, which suits "
+        "127.0.0.1; `voxflow serve` warns when it listens on another address without keys. "
+        "A key is 1-256 printable ASCII characters without spaces; keys are never logged "
+        "or shown.",
+    )
+    api_keys_file: Path | None = Field(
+        None,
+        description="A file of API keys added to `api_keys`: one key per line, blank lines "
+        "and lines starting with `#` skipped. Read once at start-up; a missing or unreadable "
+        "file, or one without a key, stops start-up.",
+    )
+    metrics_public: bool = Field(
+        False,
+        description="With API keys set, serve `GET /metrics` without a key. Off by default: "
+        "the metrics show traffic, models and voices, and Prometheus can send the key "
+        "(`authorization: {credentials: KEY}` in the scrape config). No effect without keys.",
+    )
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _keys_list(cls, value: object) -> object:
+        if not isinstance(value, list | tuple):  # never quote it: it may be a key
+            raise ValueError(
+                "must be a list of keys: write [KEY1, KEY2] (YAML: a list; --set: "
+                "'server.api_keys=[KEY]'), or use api_keys_file or "
+                f"the {ENV_VAR} environment variable"
+            )
+        return value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _keys(cls, keys: list[SecretStr]) -> list[SecretStr]:
+        for index, key in enumerate(keys):
+            problem = key_problem(key.get_secret_value())
+            if problem is not None:
+                raise ValueError(f"key {index}: {problem}")
+        return keys
 
     @field_validator("cors_origins", mode="before")
     @classmethod
@@ -266,16 +320,26 @@ def _format_validation_error(err: ValidationError, prefix: str = "") -> str:
     return "invalid configuration: " + "; ".join(lines)
 
 
-def load_settings(path: str | Path | None, overrides: dict[str, Any] | None = None) -> Settings:
+def load_settings(
+    path: str | Path | None,
+    overrides: dict[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
     """Read, override and validate a deployment's settings.
 
     Args:
         path: YAML file; None means built-in defaults (one Piper model with the joe voice,
             served also as OpenAI's model names with every OpenAI voice name read by joe).
         overrides: dotted keys to values, applied after the file (``server.port`` -> 9000).
+        environ: the environment `VOXFLOW_API_KEYS` is read from (default: `os.environ`).
+
+    Returns:
+        The settings; ``server.api_keys`` holds every key of the deployment (those of
+        ``server.api_keys_file`` and of ``VOXFLOW_API_KEYS`` merged in, `voxflow.api_keys`).
 
     Raises:
-        ConfigError: missing file, bad YAML, or any invalid field (the message names it).
+        ConfigError: missing file, bad YAML, any invalid field (the message names it), or an
+            unusable API key source.
     """
     tree: dict[str, Any] = {"models": [{
         "name": "piper", "family": "piper",
@@ -302,9 +366,10 @@ def load_settings(path: str | Path | None, overrides: dict[str, Any] | None = No
         settings = Settings.model_validate(tree)
     except ValidationError as exc:
         raise ConfigError(_format_validation_error(exc)) from exc
-    settings = settings.model_copy(update={"models": [
-        _with_family_options(i, m) for i, m in enumerate(settings.models)
-    ]})
+    settings = settings.model_copy(update={
+        "server": _with_api_keys(settings.server, os.environ if environ is None else environ),
+        "models": [_with_family_options(i, m) for i, m in enumerate(settings.models)],
+    })
     for i, model in enumerate(settings.models):
         check = getattr(model.options, "check_engine", None)
         if check is not None:  # a family's options that depend on the engine's settings
@@ -313,6 +378,16 @@ def load_settings(path: str | Path | None, overrides: dict[str, Any] | None = No
             except ValueError as exc:
                 raise ConfigError(f"invalid configuration: models[{i}].options: {exc}") from exc
     return settings
+
+
+def _with_api_keys(server: ServerSettings, environ: Mapping[str, str]) -> ServerSettings:
+    """`server` with the key file's and the environment's keys merged into `api_keys`."""
+    configured = [key.get_secret_value() for key in server.api_keys]
+    try:
+        keys = collect_api_keys(configured, server.api_keys_file, environ)
+    except ApiKeysError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None
+    return server.model_copy(update={"api_keys": [SecretStr(key) for key in keys]})
 
 
 def _with_family_options(index: int, model: ModelSettings) -> ModelSettings:

@@ -78,6 +78,18 @@ class InvalidRequestError(VoxflowError):
     default_code = "invalid_request"
 
 
+class AuthenticationError(InvalidRequestError):
+    """A request without a valid API key where the server requires one (401).
+
+    Codes: ``missing_api_key`` (no key sent) and ``invalid_api_key`` (a key that is not one
+    of the server's, or an ``Authorization`` header that is not ``Bearer KEY``). The message
+    never quotes what the client sent.
+    """
+
+    status = 401
+    default_code = "invalid_api_key"
+
+
 class ModelNotFoundError(InvalidRequestError):
     """The requested `model` is not served here (404, as OpenAI answers)."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import annotated_types as at
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
@@ -67,6 +67,8 @@ def _type_name(annotation: Any) -> str:
     if isinstance(annotation, type):
         if issubclass(annotation, Path):
             return "path"
+        if issubclass(annotation, SecretStr):
+            return "str (secret)"
         if issubclass(annotation, bool):
             return "bool"
         if issubclass(annotation, BaseModel):

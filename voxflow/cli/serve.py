@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import math
 
@@ -27,7 +28,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     flags = {"server.host": args.host, "server.port": args.port}
     settings = load_cli_settings(args, after={k: v for k, v in flags.items() if v is not None})
     configure_logging(settings.server.log_level)
-    log.info("settings: %s", settings.model_dump_json())
+    log.info("settings: %s", settings.model_dump_json())  # API keys show as **********
+    warn_if_open(settings.server.host, bool(settings.server.api_keys))
     _check_port_free(settings.server.host, settings.server.port)
 
     import uvicorn
@@ -46,6 +48,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=math.ceil(settings.server.shutdown_grace_s),
     )
     return 0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (127.0.0.0/8, ::1, ``localhost``): only this
+    machine can connect. A name other than ``localhost`` counts as reachable from outside."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def warn_if_open(host: str, has_keys: bool) -> None:
+    """Log a WARNING when the server will listen beyond this machine without API keys."""
+    if has_keys or is_loopback(host):
+        return
+    log.warning(
+        "listening on %s without API keys: anyone who can reach this address can use the API "
+        "(and delete saved voices); set server.api_keys, server.api_keys_file or "
+        "VOXFLOW_API_KEYS (docs/api.md, API keys)", host,
+    )
 
 
 def _check_port_free(host: str, port: int) -> None:

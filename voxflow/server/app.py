@@ -10,8 +10,13 @@ Routes:
   accepts, sample rate); ``?model=``.
 - ``POST /v1/audio/voices``, ``DELETE /v1/audio/voices/{name}``: saved voices of models that
   clone voices (`voxflow.server.voices`).
-- ``GET /health``: 200 once every model is loaded and warmed up, else 503; per-model status.
+- ``GET /health``: 200 once every model is loaded and warmed up, else 503; per-model status,
+  and whether the other routes need an API key (``api_key_required``).
 - ``GET /metrics``: Prometheus text format.
+
+With ``server.api_keys`` set, every route but ``/health``, the docs pages and (with
+``server.metrics_public``) ``/metrics`` needs ``Authorization: Bearer KEY``
+(`voxflow.server.auth`: 401s in the OpenAI error shape).
 
 Every response carries ``X-Request-Id`` and each speech request leaves one ``voxflow.access``
 log line (`voxflow.server.request_id`). With ``server.cors_origins`` set, Starlette's
@@ -25,14 +30,16 @@ from __future__ import annotations
 
 import logging
 from contextlib import asynccontextmanager
+from functools import partial
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from voxflow import __version__
-from voxflow.config import Settings
+from voxflow.config import ConfigError, Settings
 from voxflow.engine.engine import Engine
+from voxflow.server.auth import ApiKeyMiddleware, KeyRing, document_bearer_auth, open_paths
 from voxflow.server.cors import OpenAICORSMiddleware
 from voxflow.server.errors import install_error_handlers
 from voxflow.server.listings import models_list, voices_list
@@ -100,9 +107,12 @@ async def list_voices(request: Request, model: str | None = None) -> dict:
 
 
 async def health(request: Request) -> JSONResponse:
-    """`GET /health`: 200 once every model is ready, else 503."""
+    """`GET /health`: 200 once every model is ready, else 503; ``api_key_required`` tells a
+    client (a web page) whether to ask for a key before calling the other routes."""
     engine: Engine = request.app.state.engine
-    return JSONResponse(engine.health(), status_code=200 if engine.ready else 503)
+    settings: Settings = request.app.state.settings
+    body = {**engine.health(), "api_key_required": bool(settings.server.api_keys)}
+    return JSONResponse(body, status_code=200 if engine.ready else 503)
 
 
 async def metrics(request: Request) -> Response:
@@ -115,7 +125,17 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     """Build the app; its lifespan starts `engine` (a new one from `settings` by default).
 
     A model that fails to load fails start-up (the server exits with the error logged).
+
+    Raises:
+        ConfigError: ``server.api_keys_file`` is set but `settings` hold no key (they did not
+            come from `load_settings`, which reads the file).
     """
+    keys = [key.get_secret_value() for key in settings.server.api_keys]
+    if settings.server.api_keys_file is not None and not keys:
+        # only settings that skipped load_settings (which reads the file) get here: fail
+        # closed rather than serve openly
+        raise ConfigError("server.api_keys_file is set but no key was read from it: build the "
+                          "settings with voxflow.config.load_settings")
     engine = engine or Engine(settings)
 
     @asynccontextmanager
@@ -134,7 +154,11 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.settings = settings
     install_error_handlers(app)
-    install_openapi(app)  # no 422 in /docs: never sent
+    public = open_paths(settings.server)
+    # no 422 in /docs (never sent); with keys, the bearer scheme and the 401s
+    install_openapi(app, partial(document_bearer_auth, public=public) if keys else None)
+    if keys:  # inside CORS and request ids: a 401 carries both headers
+        app.add_middleware(ApiKeyMiddleware, keys=KeyRing(keys), public=public)
     if settings.server.cors_origins:
         app.add_middleware(
             OpenAICORSMiddleware,

@@ -8,6 +8,7 @@ document, and `error_responses` declares the real ones on a route, each with `Er
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
@@ -57,8 +58,9 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 _NEVER_SENT = ("HTTPValidationError", "ValidationError")
 
 
-def install_openapi(app: FastAPI) -> None:
-    """Make `app`'s OpenAPI document drop FastAPI's 422 responses and their schemas."""
+def install_openapi(app: FastAPI, extend: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Make `app`'s OpenAPI document drop FastAPI's 422 responses and their schemas; then
+    `extend`, when given, edits the document (the API keys' security scheme)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -70,6 +72,8 @@ def install_openapi(app: FastAPI) -> None:
             schemas = schema.get("components", {}).get("schemas", {})
             for name in _NEVER_SENT:
                 schemas.pop(name, None)
+            if extend is not None:
+                extend(schema)
         return app.openapi_schema or generate()
 
     app.openapi = openapi  # type: ignore[method-assign]
