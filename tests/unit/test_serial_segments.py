@@ -113,3 +113,30 @@ def test_a_cancelled_requests_held_segments_are_dropped():
     q.next_batch(timeout=0)
     state.cancel()
     assert q.next_batch(timeout=0) == [] and len(q) == 0
+
+
+def test_cancelling_wakes_a_waiting_worker_which_drops_the_held_segments():
+    # a client leaving mid-stream: its held segments go at once (counted as dropped), not
+    # when they would have fallen due
+    metrics = EngineMetrics()
+    q = StageQueue("fake", SerialStage(max_batch_size=4), metrics)
+    state, _ = make_state()
+    state.set_segment_count(3)
+    for segment in range(3):
+        q.put(job(state, segment, "x"))
+    q.next_batch(timeout=0)
+    state.deliver(0, np.zeros(800, np.float32), part=0, final=False)  # audio is playing
+    worker = threading.Thread(target=lambda: q.next_batch(timeout=10))
+    worker.start()
+    time.sleep(0.1)
+    assert len(q) == 2 and worker.is_alive()
+    state.cancel()
+    deadline = time.monotonic() + 2
+    while len(q) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    dropped = metrics.registry.get_sample_value(
+        "voxflow_dropped_items_total", {"model": "fake", "stage": "keyed"})
+    assert len(q) == 0 and dropped == 2
+    q.close()
+    worker.join(timeout=5)
+    assert not worker.is_alive()

@@ -173,8 +173,8 @@ class RequestState:
         return self._next_segment
 
     def watch_segments(self, callback: Callable[[], None]) -> None:
-        """Call `callback` (from the delivering worker, no lock held) each time a segment's
-        last part is emitted; a callback already registered is not added twice."""
+        """Call `callback` (no lock held) each time a segment's last part is emitted and when
+        the request is cancelled; a callback already registered is not added twice."""
         with self._lock:
             if callback not in self._segment_watchers:
                 self._segment_watchers.append(callback)
@@ -232,8 +232,15 @@ class RequestState:
         return np.concatenate([head, np.asarray(audio, np.float32), tail])
 
     def cancel(self) -> None:
-        """Stop all further work for this request (idempotent, thread-safe)."""
+        """Stop all further work for this request (idempotent, thread-safe); wakes the queues
+        watching its segments (`watch_segments`), so they drop its held items now."""
+        already = self._cancelled.is_set()
         self._cancelled.set()
+        if not already:
+            with self._lock:
+                watchers = list(self._segment_watchers)
+            for callback in watchers:
+                callback()
 
     def set_segment_count(self, n: int) -> None:
         """Called by the front end once it knows how many segments the text has (n >= 1)."""
