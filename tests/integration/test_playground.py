@@ -233,3 +233,9 @@ def test_the_page_asks_for_a_key_when_the_server_needs_one(keyed_server, page):
     assert options(page, "#model") == ["piper"]
     assert not dialog.is_visible()
     assert page.evaluate("sessionStorage.getItem('voxflow.apiKey')") == KEY
+    page.fill("#text", "With a key.")  # speech sends it too
+    page.click("#speak")
+    page.wait_for_function("window.voxflowStats.responseEndAt !== undefined")
+    assert page.evaluate("window.voxflowStats.audioSeconds") > 0.3
+    assert page.inner_text("#error") == ""
+    page.click("#stop")
