@@ -13,8 +13,10 @@ Routes:
 - ``GET /health``: 200 once every model is loaded and warmed up, else 503; per-model status,
   and whether the other routes need an API key (``api_key_required``).
 - ``GET /metrics``: Prometheus text format.
+- ``GET /``: the playground page (and ``/playground.js``, ``/playground.css``;
+  `voxflow.server.playground`), open without a key.
 
-With ``server.api_keys`` set, every route but ``/health``, the docs pages and (with
+With ``server.api_keys`` set, every route but ``/health``, the docs pages, the playground and (with
 ``server.metrics_public``) ``/metrics`` needs ``Authorization: Bearer KEY``
 (`voxflow.server.auth`: 401s in the OpenAI error shape).
 
@@ -44,6 +46,7 @@ from voxflow.server.cors import OpenAICORSMiddleware
 from voxflow.server.errors import install_error_handlers
 from voxflow.server.listings import models_list, voices_list
 from voxflow.server.openapi import error_responses, install_openapi
+from voxflow.server.playground import install_playground
 from voxflow.server.request_id import RequestIdMiddleware
 from voxflow.server.speech import create_speech
 from voxflow.server.voices import create_voice, delete_voice
@@ -196,6 +199,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         if endpoint is health:
             responses[503] = {"description": "Not every model is ready yet (same body)."}
         app.add_api_route(path, endpoint, methods=["GET"], responses=responses)
+    install_playground(app)
     return app
 
 

@@ -11,8 +11,9 @@ taken nor an early exit tells how much of a key was right, which key matched, or
 the keys are. Only the digests are kept. Nothing the client sent is quoted in the answer or
 the log line of a refusal.
 
-Open without a key: `OPEN_PATHS` (``/health``, which says whether a key is needed, and the
-API docs pages ``/docs``, ``/redoc``, ``/openapi.json``) and ``/metrics`` when
+Open without a key: `OPEN_PATHS` (``/health``, which says whether a key is needed, the
+API docs pages ``/docs``, ``/redoc``, ``/openapi.json``, and the playground's page and files,
+`voxflow.server.playground.PAGE_PATHS`, which ask for a key themselves) and ``/metrics`` when
 ``server.metrics_public``. Everything else, unknown routes included, needs the key. CORS
 preflights never reach this middleware when CORS is on (`voxflow.server.cors` answers them;
 browsers send no ``Authorization`` on a preflight), and a 401 goes back through CORS, so a page
@@ -32,12 +33,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from voxflow.config import ServerSettings
 from voxflow.errors import AuthenticationError
 from voxflow.server.errors import error_response
+from voxflow.server.playground import PAGE_PATHS
 from voxflow.server.request_id import log_value
 
 log = logging.getLogger(__name__)
 
-OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
-"""Paths served without a key even when keys are set."""
+OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+                       | PAGE_PATHS)
+"""Paths served without a key even when keys are set (the playground's files among them)."""
 
 METRICS_PATH = "/metrics"
 
