@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 import soundfile as sf
-
 from conftest import LiveServer, start_server
 
 pytestmark = pytest.mark.integration
@@ -124,3 +123,29 @@ def test_a_model_without_timestamps_is_400_naming_it(magpie_server):
         assert r.status_code == 400, path
         error = r.json()["error"]
         assert error["param"] == "timestamps" and "magpie" in error["message"]
+
+
+def test_word_boundaries_agree_with_whisper(joe_server, transcribe):
+    """Median absolute boundary error under 80 ms against Whisper tiny.en's word timestamps
+    on the first sentences of benchmarks/data/sentences.txt (benchmarks/word_timestamps.py
+    measures all of them)."""
+    from conftest import data_file
+
+    from voxflow.eval.word_timing import boundary_errors, whisper_words
+
+    lines = data_file("sentences.txt").read_text(encoding="utf-8").splitlines()
+    errors: list[float] = []
+    for text in [s.strip() for s in lines if s.strip()][:6]:
+        payload = {"model": "piper", "voice": "joe", "input": text, "response_format": "wav",
+                   "seed": 7}
+        r = httpx.post(f"{joe_server.url}/v1/audio/speech/timestamps", json=payload,
+                       timeout=120)
+        body = r.json()
+        audio, rate = sf.read(io.BytesIO(base64.b64decode(body["audio"])), dtype="float32")
+        ours = [(w["word"], w["start"], w["end"]) for w in body["words"]]
+        theirs = whisper_words(transcribe.model, audio, rate)
+        errors.extend(boundary_errors(ours, theirs))
+    assert len(errors) >= 2 * 60  # most words matched
+    errors.sort()
+    median = errors[len(errors) // 2]
+    assert median < 0.080, f"median boundary error {median * 1000:.0f} ms"
