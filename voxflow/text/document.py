@@ -14,7 +14,7 @@ run's text and record, per segment, its speed factor and the silence to put afte
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from voxflow.errors import InvalidRequestError
 
@@ -70,7 +70,8 @@ class SpeechDocument:
     ssml: bool = False
     dropped_letters: int = 0
     language: str | None = None
-    source: str = ""
+    # not part of what the document says (two inputs can parse alike): left out of == and repr
+    source: str = field(default="", compare=False, repr=False)
 
     @property
     def text(self) -> str:
