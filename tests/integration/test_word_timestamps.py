@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,3 +151,20 @@ def test_word_boundaries_agree_with_whisper(joe_server, transcribe):
     errors.sort()
     median = errors[len(errors) // 2]
     assert median < 0.080, f"median boundary error {median * 1000:.0f} ms"
+
+
+def test_json_route_leaves_an_access_line(joe_server, caplog):
+    caplog.set_level(logging.INFO, logger="voxflow.access")
+    payload = {"model": "piper", "voice": "joe", "input": "Hello there.", "response_format": "wav"}
+    r = httpx.post(f"{joe_server.url}/v1/audio/speech/timestamps", json=payload, timeout=120,
+                   headers={"X-Request-Id": "timestamps-trace-1"})
+    assert r.status_code == 200 and r.headers["x-request-id"] == "timestamps-trace-1"
+    deadline = time.monotonic() + 10
+    lines: list = []
+    while not lines and time.monotonic() < deadline:
+        lines = [rec for rec in caplog.records
+                 if rec.name == "voxflow.access" and rec.request_id == "timestamps-trace-1"]
+        time.sleep(0.02)
+    (line,) = lines
+    assert (line.status, line.model, line.voice, line.stream) == (200, "piper", "joe", False)
+    assert line.audio_s == pytest.approx(r.json()["duration"], abs=1e-3)

@@ -10,7 +10,8 @@ implied (any value accepted). The answer::
 
 `duration` is the audio's length in seconds (its samples / sample_rate, to the millisecond);
 words are as in `voxflow.server.words`. A model that cannot time words is a 400 (param
-"timestamps") before any synthesis, as on the speech route.
+"timestamps") before any synthesis, as on the speech route. Each request leaves an access line
+like a speech request's (`voxflow.server.request_id`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from fastapi.responses import JSONResponse, Response
 from voxflow.audio.encode import encode_audio
 from voxflow.engine.engine import Engine
 from voxflow.errors import InvalidRequestError
+from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
 from voxflow.server.speech import (
     CLIENT_CLOSED,
@@ -54,9 +56,17 @@ async def create_speech_timestamps(body: SpeechBody, request: Request) -> Respon
     """Synthesize `body` whole; answer its audio (base64) and its words (module docstring)."""
     _check_not_streamed(body)
     engine: Engine = request.app.state.engine
+    access: AccessRecord | None = getattr(request.state, "access", None)
+    if access is not None:
+        access.model, access.voice, access.chars = body.model, body.voice_id, len(body.input)
+        access.fmt, access.stream = body.response_format, False
     speech = replace(to_engine_request(body, getattr(request.state, "request_id", None)),
                      timestamps=True)
     stream = engine.submit(speech)
+    if access is not None:
+        state = stream.state
+        access.model, access.voice = state.request.model, state.request.voice  # served names
+        access.audio = lambda: state.audio_samples / state.sample_rate
     watcher = asyncio.create_task(_close_on_disconnect(request, stream))
     try:
         chunks = [await _first_chunk(stream)]
