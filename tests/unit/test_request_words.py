@@ -1,13 +1,15 @@
-"""RequestState moves a segment's word timings onto the response's time line (lead silence,
+"""The engine's worker passes a segment's word timings on with its first part, and
+RequestState moves a segment's word timings onto the response's time line (lead silence,
 earlier segments, pauses) and sends them with the first chunk emitted after they arrive."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from fakes import make_state
+from fakes import KeyedStage, job, make_state
 
-from voxflow.stages.outputs import WordTiming
+from voxflow.engine.worker import route
+from voxflow.stages.outputs import Audio, Next, Parts, StreamedParts, WordTiming
 
 RATE = 8000  # make_state's sample rate
 
@@ -39,3 +41,40 @@ def test_words_of_an_empty_part_wait_for_the_next_chunk_and_never_overlap():
     state.deliver(0, np.zeros(RATE, np.float32), part=1, final=True)
     words = sink.chunks[0].words
     assert [t for w in words for t in (w.start, w.end)] == pytest.approx([0.0, 0.3, 0.3, 0.5])
+
+
+class Downstream:
+    """A stage queue that keeps what is put on it."""
+
+    def __init__(self) -> None:
+        self.jobs: list = []
+
+    def put(self, job) -> None:
+        self.jobs.append(job)
+
+
+WORDS = (WordTiming(0.0, 0.2, 0, 5),)
+
+
+@pytest.mark.parametrize("out", [
+    Parts(["w0", "w1", "w2"], WORDS),
+    StreamedParts(3, lambda: iter(["w0", "w1", "w2"]), WORDS),
+])
+def test_words_ride_with_the_first_part_only(out):
+    state, _ = make_state()
+    downstream = Downstream()
+    route(KeyedStage(), job(state, 0, "segment"), out, downstream)
+    assert [j.item.words for j in downstream.jobs] == [WORDS, None, None]
+    assert [j.item.final for j in downstream.jobs] == [False, False, True]
+
+
+def test_next_keeps_the_items_words_and_audio_delivers_them():
+    state, sink = make_state()
+    state.set_segment_count(1)
+    downstream = Downstream()
+    route(KeyedStage(), job(state, 0, "segment"), Next("decoded", WORDS), downstream)
+    (passed,) = downstream.jobs
+    assert passed.item.words == WORDS
+    route(KeyedStage(), passed, Audio(np.zeros(RATE, np.float32)), None)
+    (word,) = sink.chunks[0].words
+    assert (word.start, word.end, word.text_start, word.text_end) == (0.0, 0.2, 0, 5)
