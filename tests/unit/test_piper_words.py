@@ -16,6 +16,7 @@ from voxflow.models.piper.frontend import text_to_segments
 from voxflow.models.piper.place import place_words
 from voxflow.models.piper.words import (
     PlacedWord,
+    cut_word,
     id_positions,
     label_words,
     phoneme_words,
@@ -39,9 +40,19 @@ def test_phoneme_words_split_at_spaces_without_punctuation():
 
 def test_label_words_pairs_changed_and_split_words_with_their_tokens():
     # "1,200" is three phoneme words alone; in context "on" lost its stress mark
-    expected = [["wˈʌn", "θˈaʊzənd", "tˈuːhˈʌndɹɪd"], ["ˈɔn"], ["ðə"]]
-    actual = ["wˈʌn", "θˈaʊzənd", "tˈuːhˈʌndɹɪd", "ɔn", "ðə", "ɛkstɹə"]
-    assert label_words(actual, expected) == [0, 0, 0, 1, 2, 2]
+    expected = [["wˈʌn", "θˈaʊzənd", "tˈuːhˈʌndɹɪd"], ["ˈɔn"], ["ðə"], ["mˈæst"]]
+    actual = ["wˈʌn", "θˈaʊzənd", "tˈuːhˈʌndɹɪd", "ɔn", "ðə", "ɛkstɹə", "mˈæst"]
+    labels = label_words(actual, expected)
+    assert [[t for t, _ in pieces] for pieces in labels] == [[0], [0], [0], [1], [2], [2], [3]]
+
+
+def test_words_espeak_joined_are_cut_at_the_tokens_breaks():
+    # "on the mast" alone: ˈɔn | ðə | mˈæst; in context espeak says "ɔnðə mˈæst"
+    labels = label_words(["ɔnðə", "mˈæst"], [["ˈɔn"], ["ðə"], ["mˈæst"]])
+    assert labels == [[(0, 2), (1, 2)], [(2, 4)]]
+    phonemes = list("ɔnðə mˈæst")
+    assert cut_word(phonemes, (0, 4), labels[0]) == [(0, (0, 2)), (1, (2, 4))]
+    assert cut_word(phonemes, (5, 10), labels[1]) == [(2, (5, 10))]
 
 
 def test_id_positions_follow_phonemes_to_ids(joe):
@@ -79,6 +90,8 @@ def placed(joe: PiperConfig, text: str) -> tuple[list, list[str]]:
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("Dr. Smith paid $5.50 on 3/4.", ["Dr.", "Smith", "paid", "$5.50", "on", "3/4"]),
+    ("Circled twice above the harbor before settling on the mast.",
+     ["Circled", "twice", "above", "the", "harbor", "before", "settling", "on", "the", "mast"]),
     ("   Leading spaces, then 1,200 items in the 1990s.",
      ["Leading", "spaces", "then", "1,200", "items", "in", "the", "1990s"]),
     ("First paragraph here.\n\nSecond one, at 6:45 [pause:1s] and done!",

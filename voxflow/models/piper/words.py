@@ -84,30 +84,95 @@ def _key(word: str) -> str:
     return "".join(ch for ch in word if ch not in _STRESS and not _is_punctuation(ch))
 
 
-def label_words(actual: Sequence[str], expected: Sequence[Sequence[str]]) -> list[int]:
-    """For each phoneme word of a segment (`actual`, in order), the index of the token it
-    speaks, given each token's phoneme words when phonemized alone (`expected`).
+def label_words(actual: Sequence[str], expected: Sequence[Sequence[str]]
+                ) -> list[list[tuple[int, int]]]:
+    """Which tokens each phoneme word of a segment (`actual`, in order) speaks, given each
+    token's phoneme words when phonemized alone (`expected`).
+
+    Stress marks and punctuation are ignored when comparing. Equal words pair up; in a
+    stretch that differs (espeak joins "on the" into one word "ɔnðə", or says "it" as "ɪɾ"
+    before a vowel) each character follows its counterpart in a character alignment of the
+    stretch, so a joined word is cut at the tokens' break; a word with no counterpart joins
+    the previous token.
 
     Returns:
-        One index into `expected` per actual word, non-decreasing; stress marks and
-        punctuation are ignored when comparing.
+        Per actual word, its pieces in order: (token index into `expected`, characters of the
+        word's key, stress and punctuation left out, that the piece covers); labels never
+        decrease.
     """
     flat = [(t, _key(w)) for t, words in enumerate(expected) for w in words]
+    keys = [_key(w) for w in actual]
     if not flat:
-        return [0] * len(actual)
-    labels: list[int | None] = [None] * len(actual)
-    matcher = SequenceMatcher(None, [k for _, k in flat], [_key(w) for w in actual],
-                              autojunk=False)
+        return [[(0, len(k))] for k in keys]
+    pieces: list[list[tuple[int, int]] | None] = [None] * len(actual)
+    matcher = SequenceMatcher(None, [k for _, k in flat], keys, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag in ("equal", "replace"):
-            ni, nj = i2 - i1, j2 - j1
-            for k in range(nj):
-                labels[j1 + k] = flat[i1 + k * ni // nj][0]
-    previous = next((lab for lab in labels if lab is not None), flat[0][0])
+        if tag == "equal":
+            for k in range(j2 - j1):
+                pieces[j1 + k] = [(flat[i1 + k][0], len(keys[j1 + k]))]
+        elif tag == "replace":
+            owners = _owners(flat[i1:i2], "".join(keys[j1:j2]))
+            pos = 0
+            for j in range(j1, j2):
+                before = owners[pos - 1] if pos else flat[i1][0]
+                pieces[j] = _runs(owners[pos : pos + len(keys[j])]) or [(before, 0)]
+                pos += len(keys[j])
+    previous = next((p[0][0] for p in pieces if p), flat[0][0])
     out = []
-    for lab in labels:
-        previous = previous if lab is None else lab
+    for j, found in enumerate(pieces):
+        found = found or [(previous, len(keys[j]))]
+        previous = found[-1][0]
+        out.append(found)
+    return out
+
+
+def _owners(expected: Sequence[tuple[int, str]], actual: str) -> list[int]:
+    """The token of each character of `actual`, aligning it character by character with the
+    expected words' keys (`(token, key)` each): a matched character takes its counterpart's
+    token, an unmatched one its predecessor's (the first token at the start)."""
+    chars = "".join(k for _, k in expected)
+    token_of = [t for t, k in expected for _ in k]
+    owners: list[int | None] = [None] * len(actual)
+    for block in SequenceMatcher(None, chars, actual, autojunk=False).get_matching_blocks():
+        for k in range(block.size):
+            owners[block.b + k] = token_of[block.a + k]
+    previous = expected[0][0]
+    out = []
+    for owner in owners:
+        previous = previous if owner is None else max(owner, previous)
         out.append(previous)
+    return out
+
+
+def _runs(labels: Sequence[int]) -> list[tuple[int, int]]:
+    """`labels` run-length encoded: [(label, count), ...]."""
+    runs: list[tuple[int, int]] = []
+    for label in labels:
+        if runs and runs[-1][0] == label:
+            runs[-1] = (label, runs[-1][1] + 1)
+        else:
+            runs.append((label, 1))
+    return runs
+
+
+def cut_word(phonemes: Sequence[str], span: tuple[int, int], pieces: Sequence[tuple[int, int]]
+             ) -> list[tuple[int, tuple[int, int]]]:
+    """The phoneme word phonemes[span[0]:span[1]] cut into `label_words`' pieces: (token
+    index, (start, end)) each, empty pieces left out; the last piece takes the rest."""
+    start, stop = span
+    out = []
+    count = target = 0
+    for n, (label, chars) in enumerate(pieces):
+        end = stop
+        if n < len(pieces) - 1:
+            target += chars
+            end = start
+            while end < stop and count < target:
+                count += len(_key(phonemes[end]))
+                end += 1
+        if end > start:
+            out.append((label, (start, end)))
+        start = end
     return out
 
 
@@ -185,14 +250,15 @@ def spoken_words(
     labels = label_words(["".join(segments[s][a:b]) for s, (a, b) in actual], expected)
     out: list[list[SpokenWord]] = [[] for _ in segments]
     positions = [id_positions(phonemes, id_map) for phonemes in segments]
-    for (s, span), label in zip(actual, labels, strict=True):
-        ids = word_ids(span, positions[s])
-        if ids is None:
-            continue
-        word_key = (key[0], key[1] + label)
-        words = out[s]
-        if words and words[-1].key == word_key:
-            words[-1] = SpokenWord(word_key, words[-1].text, words[-1].id_start, ids[1])
-        else:
-            words.append(SpokenWord(word_key, tokens[label], *ids))
+    for (s, span), pieces in zip(actual, labels, strict=True):
+        for label, piece in cut_word(segments[s], span, pieces):
+            ids = word_ids(piece, positions[s])
+            if ids is None:
+                continue
+            word_key = (key[0], key[1] + label)
+            words = out[s]
+            if words and words[-1].key == word_key:
+                words[-1] = SpokenWord(word_key, words[-1].text, words[-1].id_start, ids[1])
+            else:
+                words.append(SpokenWord(word_key, tokens[label], *ids))
     return [tuple(words) for words in out]
