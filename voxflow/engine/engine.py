@@ -278,6 +278,13 @@ class Engine:
             family.resolve_language(request.voice, request.language, "")
         check_speed(request.speed)
         check_seed(request.seed)
+        if request.timestamps and not family.word_timestamps:
+            raise InvalidRequestError(
+                f"Model '{request.model}' cannot give word timestamps (its family "
+                f"'{family.family}' has no word durations to time them by); ask a Piper model.",
+                param="timestamps",
+                code="timestamps_unsupported",
+            )
         document = parse_input(request.text, say_as_language=None)  # say-as as written
         _check_run_speeds(document, request.speed)
         return family, self._read_in_language(request, family, document)

@@ -5,8 +5,11 @@ stage -> the front end fans it out into N segments -> each segment's audio arriv
 stage (possibly out of order across workers) -> `deliver()` re-orders and emits one `AudioChunk`
 per segment, the last with ``is_last=True``. A segment may arrive in several parts (a
 streaming stage emits audio hop by hop): parts are emitted in (segment, part) order, and the
-part marked final closes its segment. `cancel()` (client gone, timeout) makes every stage queue
-drop the request's pending items; `fail()` ends it with an error.
+part marked final closes its segment. A segment's word timings (`deliver`'s `words`, relative
+to the segment's audio) are moved onto the response's time line (lead silence, earlier
+segments and their pauses) and sent with the first chunk emitted from then on. `cancel()`
+(client gone, timeout) makes every stage queue drop the request's pending items; `fail()` ends
+it with an error.
 """
 
 from __future__ import annotations
@@ -21,7 +24,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from voxflow.stages.items import RequestInfo
+from voxflow.stages.outputs import WordTiming
 from voxflow.text.document import SpeechDocument
+
+
+@dataclass(frozen=True)
+class TimedWord:
+    """A word of the input and when the response's audio speaks it.
+
+    Attributes:
+        start, end: seconds from the response's first sample (every pause and silence the
+            client receives counted, speed applied), start <= end.
+        text_start, text_end: code point offsets of the word in the request's `input`.
+    """
+
+    start: float
+    end: float
+    text_start: int
+    text_end: int
 
 
 @dataclass(frozen=True)
@@ -34,6 +54,8 @@ class AudioChunk:
         request_id: the request this belongs to.
         index: 0-based chunk number within the request.
         is_last: True on the final chunk (which may be empty).
+        words: words whose timings became known with this chunk (empty without timestamps):
+            each starts no earlier than this chunk, so a client can show them before playing it.
     """
 
     samples: np.ndarray
@@ -41,6 +63,7 @@ class AudioChunk:
     request_id: str
     index: int
     is_last: bool
+    words: tuple[TimedWord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +78,8 @@ class SpeechRequest:
         seed: when given, the audio is byte-identical on every run; None = fresh randomness.
         request_id: unique id (a uuid4 hex by default).
         language: BCP-47-ish tag of the text ("en", "ja-JP"); None = the family decides.
+        timestamps: True to get each word's start and end (`AudioChunk.words`); only for a
+            family that can time words (`ModelFamily.word_timestamps`).
     """
 
     model: str
@@ -64,6 +89,7 @@ class SpeechRequest:
     seed: int | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     language: str | None = None
+    timestamps: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,8 +144,12 @@ class RequestState:
         self._sink = sink
         self._deadlines = deadlines or Deadlines()
         self._lock = threading.Lock()
-        # (segment, part) -> (samples, final)
-        self._pending: dict[tuple[int, int], tuple[np.ndarray, bool]] = {}
+        # (segment, part) -> (samples, final, words)
+        self._pending: dict[tuple[int, int], tuple[np.ndarray, bool, tuple | None]] = {}
+        # Word timings placed on the response's time line, not yet sent with a chunk.
+        self._words: list[TimedWord] = []
+        self._segment_start = 0  # first sample of the segment being emitted (in the response)
+        self._words_end = 0.0  # end of the last word placed (seconds)
         self._next_segment = 0
         self._next_part = 0
         self._next_chunk = 0
@@ -155,6 +185,7 @@ class RequestState:
                 seeded=request.seed is not None,
                 speed=request.speed,
                 arrival=self.arrival,
+                timestamps=request.timestamps,
             )
         return self._info
 
@@ -249,7 +280,8 @@ class RequestState:
             self._flush_locked()
 
     def deliver(
-        self, segment_index: int, audio: np.ndarray, part: int = 0, final: bool = True
+        self, segment_index: int, audio: np.ndarray, part: int = 0, final: bool = True,
+        words: tuple[WordTiming, ...] | None = None,
     ) -> None:
         """Hand in audio of one segment part, (N,) float32; emits every chunk now in order.
 
@@ -258,13 +290,15 @@ class RequestState:
             audio: the part's samples (may be empty).
             part: 0-based part of the segment (0 for a segment delivered whole).
             final: True on the segment's last part.
+            words: the segment's word timings, seconds from its first sample (usually with
+                part 0); sent with the first chunk emitted once this part is.
         """
         with self._lock:
             if self._finished:
                 return
             if final:
                 self.segments_synthesized += 1
-            self._pending[(segment_index, part)] = (audio, final)
+            self._pending[(segment_index, part)] = (audio, final, words)
             before = self._next_segment
             self._flush_locked()
             watchers = self._segment_watchers if self._next_segment != before else []
@@ -294,8 +328,13 @@ class RequestState:
     def _flush_locked(self) -> None:
         while (self._next_segment, self._next_part) in self._pending and not self._finished:
             segment, part = self._next_segment, self._next_part
-            samples, final = self._pending.pop((segment, part))
+            samples, final, words = self._pending.pop((segment, part))
             audio = self._with_pauses(segment, part, final, samples)
+            if part == 0:
+                lead = self._lead_silence_s if segment == 0 else 0.0
+                self._segment_start = self.audio_samples + round(lead * self.sample_rate)
+            if words:
+                self._place_words(words)
             if final:
                 self._next_segment, self._next_part = segment + 1, 0
             else:
@@ -314,11 +353,22 @@ class RequestState:
         ):
             self._emit_locked(np.zeros(0, np.float32), True)
 
+    def _place_words(self, words: tuple[WordTiming, ...]) -> None:
+        """Queue `words` (of the segment being emitted) on the response's time line, in
+        order and without overlap."""
+        offset = self._segment_start / self.sample_rate
+        for w in words:
+            start = max(offset + w.start_s, self._words_end)
+            end = max(offset + w.end_s, start)
+            self._words.append(TimedWord(start, end, w.text_start, w.text_end))
+            self._words_end = end
+
     def _emit_locked(self, audio: np.ndarray, last: bool) -> None:
         if self.first_audio_at is None and audio.size:
             self.first_audio_at = time.perf_counter()
         self.audio_samples += int(audio.size)
-        chunk = AudioChunk(audio, self.sample_rate, self.id, self._next_chunk, last)
+        words, self._words = tuple(self._words), []
+        chunk = AudioChunk(audio, self.sample_rate, self.id, self._next_chunk, last, words)
         self._next_chunk += 1
         if last:
             self._finished = True

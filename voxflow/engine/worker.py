@@ -5,7 +5,8 @@ stage (and record its pauses on the request); `Next` goes to the next stage's qu
 item's segment, part and final flag; `Parts` queue one job per part of the segment,
 `StreamedParts` one per part as each is made; `Audio` is
 delivered to the request as that segment part;
-an exception fails only its own request.
+an exception fails only its own request. A segment's word timings (`words` of an output, else
+of the item) go on with its first part.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def route(stage: Stage, job: Job, out: object, downstream: StageQueue | None) ->
         fan_out(stage, job, out, downstream)
     elif isinstance(out, Audio):
         item = job.item
-        state.deliver(item.segment, out.samples, item.part, item.final)
+        words = out.words if out.words is not None else item.words
+        state.deliver(item.segment, out.samples, item.part, item.final, words)
     elif downstream is None:
         state.fail(as_request_error(stage, TypeError("the last stage returned no audio")))
     elif isinstance(out, Parts):
@@ -71,7 +73,9 @@ def route(stage: Stage, job: Job, out: object, downstream: StageQueue | None) ->
         stream_parts(stage, job, out, downstream)
     else:
         assert isinstance(out, Next)
-        downstream.put(job.derive(out.payload, part=job.item.part, final=job.item.final))
+        words = out.words if out.words is not None else job.item.words
+        downstream.put(job.derive(out.payload, part=job.item.part, final=job.item.final,
+                                  words=words))
 
 
 def fan_out(stage: Stage, job: Job, plan: Segments, downstream: StageQueue | None) -> None:
@@ -96,8 +100,10 @@ def split_into_parts(stage: Stage, job: Job, parts: Parts, downstream: StageQueu
         job.state.fail(as_request_error(stage, error))
         return
     last = len(parts.payloads) - 1
+    words = parts.words if parts.words is not None else item.words
     for index, payload in enumerate(parts.payloads):
-        downstream.put(job.derive(payload, part=index, final=index == last))
+        downstream.put(job.derive(payload, part=index, final=index == last,
+                                  words=words if index == 0 else None))
 
 
 def stream_parts(stage: Stage, job: Job, parts: StreamedParts, downstream: StageQueue) -> None:
@@ -116,7 +122,9 @@ def stream_parts(stage: Stage, job: Job, parts: StreamedParts, downstream: Stage
                 return
             if index >= parts.count:
                 raise TypeError(f"StreamedParts made more than its {parts.count} parts")
-            downstream.put(job.derive(payload, part=index, final=index == parts.count - 1))
+            words = (parts.words if parts.words is not None else item.words) if index == 0 else None
+            downstream.put(job.derive(payload, part=index, final=index == parts.count - 1,
+                                      words=words))
     except Exception as exc:
         if not isinstance(exc, VoxflowError):
             log.exception("stage %s failed making part %d of request %s", stage.name, index,

@@ -106,7 +106,15 @@ class TextFrontendStage(Stage):
                 param="input",
                 code="no_speakable_text",
             )
+        if item.request.timestamps:
+            segments = self.place_words(document, segments)
         return Segments(segments, speeds, pauses, lead)
+
+    def place_words(self, document: SpeechDocument, payloads: list[Any]) -> list[Any]:
+        """With word timestamps: the segment payloads with each spoken word's span of the
+        input (`document.source`) attached, for the next stages to time. Only families with
+        `ModelFamily.word_timestamps` are asked; default: unchanged."""
+        return payloads
 
     def run(self, batch: StageBatch) -> list:
         return [self._plan(item) for item in batch]
@@ -122,6 +130,10 @@ class ModelFamily(ABC):
 
     family: ClassVar[str]
     warmup_text: ClassVar[str] = "Hello. This is a warm-up."
+    # True when its stages can time each word of the input (`SpeechRequest.timestamps`):
+    # the front end places words (`TextFrontendStage.place_words`) and the stages attach
+    # `voxflow.stages.outputs.WordTiming`s to each segment's output.
+    word_timestamps: ClassVar[bool] = False
 
     def __init__(self, name: str, settings: BaseModel):
         self.name = name

@@ -2,6 +2,8 @@
 
 Routes:
 - ``POST /v1/audio/speech``: speech (see `voxflow.server.speech`).
+- ``POST /v1/audio/speech/timestamps``: speech and its word timings as one JSON
+  (`voxflow.server.timestamps`).
 - ``GET /v1/models``: served models, OpenAI list shape, with their family and voices, then
   their aliases (``alias_of``; `voxflow.engine.aliases`).
 - ``GET /v1/models/{id}``: one entry of that list, an alias too (the openai client's
@@ -49,6 +51,7 @@ from voxflow.server.openapi import error_responses, install_openapi
 from voxflow.server.playground import install_playground
 from voxflow.server.request_id import RequestIdMiddleware
 from voxflow.server.speech import create_speech
+from voxflow.server.timestamps import create_speech_timestamps
 from voxflow.server.voices import create_voice, delete_voice
 
 log = logging.getLogger(__name__)
@@ -177,6 +180,13 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         response_class=Response,
         responses={200: {"description": "The audio, streamed by default (docs/api.md).",
                          "content": {t: {} for t in SPEECH_TYPES}},
+                   **error_responses(400, 404, 405, 429, 500, 503, 504)},
+    )
+    app.add_api_route(
+        "/v1/audio/speech/timestamps", create_speech_timestamps, methods=["POST"],
+        summary="Create speech with word timestamps",
+        responses={200: {"description": "JSON: the base64 audio and each word's start and "
+                         "end (docs/api.md)."},
                    **error_responses(400, 404, 405, 429, 500, 503, 504)},
     )
     app.add_api_route(

@@ -7,8 +7,8 @@ characters of letters, digits and ``. _ : -``, else a new uuid4 hex. The id is p
 engine's own log lines name it) and sent back as ``X-Request-Id`` on every response: audio,
 errors, 404s, validation 400s, CORS preflights, `/health`, and a 500 from an unhandled exception.
 
-For ``POST /v1/audio/speech`` it logs one line on the ``voxflow.access`` logger (INFO) when the
-response is over::
+For ``POST /v1/audio/speech`` (and ``/v1/audio/speech/timestamps``) it logs one line on the
+``voxflow.access`` logger (INFO) when the response is over::
 
     request_id=4f2c... status=200 model=piper voice=joe chars=64 audio_s=3.215 ttfa_s=0.112
     total_s=0.654 stream=true format=mp3 complete=true
@@ -45,6 +45,8 @@ HEADER = "X-Request-Id"
 MAX_LENGTH = 128
 _SAFE = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_LENGTH}}}")
 SPEECH_PATH = "/v1/audio/speech"
+SPEECH_PATHS = (SPEECH_PATH, f"{SPEECH_PATH}/timestamps")
+"""Routes that leave an access line (speech, and speech with word timestamps)."""
 
 access_log = logging.getLogger("voxflow.access")
 
@@ -206,7 +208,7 @@ class RequestIdMiddleware:
                 await response(scope, receive, send_with_id)
             raise
         finally:
-            if scope.get("path") == SPEECH_PATH and scope.get("method") == "POST":
+            if scope.get("path") in SPEECH_PATHS and scope.get("method") == "POST":
                 log_access(record)
 
 

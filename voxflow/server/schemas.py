@@ -2,7 +2,8 @@
 
 `SpeechBody` mirrors `POST /v1/audio/speech` of the OpenAI API (`model`, `input`, `voice`,
 `response_format`, `speed`, `stream_format`, `instructions`) plus `seed` and `stream` as vLLM-Omni
-and M* accept them, and `language` (the text's language, for multilingual voices). Types are
+and M* accept them, `language` (the text's language, for multilingual voices) and `timestamps`
+(word timings, a voxflow extension). Types are
 strict: a string `seed` or a numeric `input` is a 400 naming the field, never coerced. Unknown
 fields are refused rather than silently ignored.
 """
@@ -67,6 +68,12 @@ class SpeechBody(BaseModel):
     stream: StrictBool | None = Field(
         None, description="`true`: audio as it is produced (chunked); `false`: the whole file "
         "with Content-Length. Absent: `server.stream_by_default` (true unless configured)."
+    )
+    timestamps: StrictBool = Field(
+        False, description="voxflow extension: `true` adds `speech.word` events (each word's "
+        "start and end in seconds and its span of `input`) to an SSE stream; needs "
+        '`stream_format: "sse"` and a model that times words (Piper). For a whole response, '
+        "`POST /v1/audio/speech/timestamps`."
     )
     language: Annotated[StrictStr, Field(min_length=1, max_length=35)] | None = Field(
         None, description="The language the whole input is read in (`en`, `en-GB`, `ja`); "

@@ -6,7 +6,9 @@ waits for the first chunk before sending headers. A request streams unless it sa
 ``"stream": true``); SSE always streams. A streamed response then carries audio as each
 segment is synthesized: raw bytes of the format (a streamed WAV has a header for unknown length)
 or, with ``stream_format: "sse"``, `speech.audio.delta` events with base64 audio and a final
-`speech.audio.done`. A client that goes away cancels its request in the engine at once.
+`speech.audio.done`. With ``timestamps: true`` (SSE only) a `speech.word` event per word of the
+input is sent before the audio delta that starts it (`voxflow.server.words`). A client that goes
+away cancels its request in the engine at once.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ from voxflow.audio.encode import encode_audio
 from voxflow.audio.formats import content_type
 from voxflow.audio.stream import open_stream_encoder
 from voxflow.engine.engine import Engine
-from voxflow.engine.request import AudioChunk, SpeechRequest
+from voxflow.engine.request import AudioChunk, SpeechRequest, TimedWord
 from voxflow.engine.stream import SpeechStream
-from voxflow.errors import VoxflowError
+from voxflow.errors import InvalidRequestError, VoxflowError
 from voxflow.models.cloning import VoiceCloning
 from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
+from voxflow.server.words import word_event
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +86,7 @@ def to_engine_request(body: SpeechBody, request_id: str | None = None) -> Speech
     extra = {"request_id": request_id} if request_id else {}
     return SpeechRequest(
         body.model, body.input, body.voice_id, body.speed, body.seed, language=body.language,
-        **extra,
+        timestamps=body.timestamps, **extra,
     )
 
 
@@ -149,12 +152,17 @@ def _sse(event: dict) -> bytes:
 
 
 async def _sse_events(
-    stream: SpeechStream, first: AudioChunk, fmt: str, n_chars: int
+    stream: SpeechStream, first: AudioChunk, fmt: str, text: str
 ) -> AsyncIterator[bytes]:
     samples = 0
+    n_chars = len(text)
     try:
-        async for data in _encoded(stream, first, fmt):
-            yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+        async for words, data in _encoded_chunks(stream, first, fmt):
+            for word in words:  # before the audio that starts them
+                yield _sse(word_event(text, word))
+            if data:
+                yield _sse({"type": "speech.audio.delta",
+                            "audio": base64.b64encode(data).decode()})
         samples = stream.state.audio_samples
         yield _sse({
             "type": "speech.audio.done",
@@ -169,16 +177,22 @@ async def _sse_events(
 
 async def _encoded(stream: SpeechStream, first: AudioChunk, fmt: str) -> AsyncIterator[bytes]:
     """Encoded bytes of each chunk as it arrives; raises the stream's error if it fails."""
+    async for _, data in _encoded_chunks(stream, first, fmt):
+        if data:
+            yield data
+
+
+async def _encoded_chunks(
+    stream: SpeechStream, first: AudioChunk, fmt: str
+) -> AsyncIterator[tuple[tuple[TimedWord, ...], bytes]]:
+    """Per chunk as it arrives, its words and its encoded bytes (maybe b""), then the
+    encoder's tail; raises the stream's error if it fails."""
     encoder = open_stream_encoder(fmt, stream.sample_rate)
     chunk: AudioChunk | None = first
     while chunk is not None:
-        data = encoder.push(chunk.samples)
-        if data:
-            yield data
+        yield chunk.words, encoder.push(chunk.samples)
         chunk = None if chunk.is_last else await anext(stream, None)
-    tail = encoder.finish()
-    if tail:
-        yield tail
+    yield (), encoder.finish()
 
 
 async def create_speech(body: SpeechBody, request: Request) -> Response:
@@ -187,6 +201,14 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     settings = request.app.state.settings
     access: AccessRecord | None = getattr(request.state, "access", None)
     streams = body.streams(settings.server.stream_by_default)
+    if body.timestamps and body.stream_format != "sse":
+        raise InvalidRequestError(
+            'timestamps need stream_format "sse" on /v1/audio/speech (word events between '
+            "the audio events); for a whole response with its words, POST "
+            "/v1/audio/speech/timestamps.",
+            param="timestamps",
+            code="timestamps_need_sse",
+        )
     if access is not None:
         access.model, access.voice, access.chars = body.model, body.voice_id, len(body.input)
         access.fmt, access.stream = body.response_format, streams
@@ -214,7 +236,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     finally:
         watcher.cancel()
     if body.stream_format == "sse":
-        content = _sse_events(stream, first, fmt, len(body.input))
+        content = _sse_events(stream, first, fmt, body.input)
         media = "text/event-stream"
     else:
         content = _audio_bytes(stream, first, fmt)

@@ -37,6 +37,8 @@ class RequestInfo:
             (batch-mates, thread counts).
         speed: the request's `speed` (0.25-4); a segment's own rate is `StageItem.speed`.
         arrival: the engine's admission order (ties in scheduling).
+        timestamps: True when the client asked for word timestamps: the family's stages
+            attach each segment's `voxflow.stages.outputs.WordTiming`s to its output.
     """
 
     request_id: str
@@ -47,6 +49,7 @@ class RequestInfo:
     seeded: bool
     speed: float = 1.0
     arrival: int = 0
+    timestamps: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class StageItem(Generic[P]):
         part: 0-based part index inside the segment, for stages downstream of one that emits
             a segment in several parts (an autoregressive stage's token hops); 0 otherwise.
         final: True on the segment's last part (always True for a segment in one part).
+        words: the segment's word timings (`voxflow.stages.outputs.WordTiming`, in order)
+            when an earlier stage made them; carried by the segment's first part only.
     """
 
     request: RequestInfo
@@ -70,6 +75,7 @@ class StageItem(Generic[P]):
     speed: float = 1.0
     part: int = 0
     final: bool = True
+    words: tuple[Any, ...] | None = None
 
     @property
     def is_first(self) -> bool:
@@ -77,8 +83,10 @@ class StageItem(Generic[P]):
         return self.segment <= 0 and self.part == 0
 
     def derive(self, payload: Any, *, segment: int | None = None, speed: float | None = None,
-               part: int = 0, final: bool = True) -> StageItem:
-        """A copy carrying the next stage's payload (same request), at `segment`/`part`."""
+               part: int = 0, final: bool = True,
+               words: tuple[Any, ...] | None = None) -> StageItem:
+        """A copy carrying the next stage's payload (same request), at `segment`/`part`,
+        with `words` (none unless given)."""
         return replace(
             self,
             payload=payload,
@@ -86,6 +94,7 @@ class StageItem(Generic[P]):
             speed=self.speed if speed is None else speed,
             part=part,
             final=final,
+            words=words,
         )
 
 

@@ -14,6 +14,10 @@
   needs more input before it can emit (a vocoder's lookahead) returns an empty `Audio`.
 - an `Exception` instance: that item's request fails with it; its batch-mates go on.
 
+`Next`, `Parts`, `StreamedParts` and `Audio` may carry a segment's word timings (`words`,
+`WordTiming`, only when the request asked for timestamps): they ride with the segment's first
+part from stage to stage and reach the request with that part's audio.
+
 An autoregressive stage returns one `Step` per item and step instead (see
 `voxflow.stages.autoregressive`).
 """
@@ -25,6 +29,26 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class WordTiming:
+    """When one word of the input is spoken in its segment's audio.
+
+    Attributes:
+        start_s, end_s: seconds from the segment's first sample (as the last stage outputs
+            it: speed applied, no pauses), start_s <= end_s.
+        text_start, text_end: code point offsets of the word in the request's `input`.
+    """
+
+    start_s: float
+    end_s: float
+    text_start: int
+    text_end: int
+
+
+Words = tuple[WordTiming, ...] | None
+"""A segment's word timings, in order; None when the request did not ask for them."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +74,7 @@ class Next:
     """The payload the next stage consumes for this item."""
 
     payload: Any
+    words: Words = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +85,7 @@ class Parts:
     """
 
     payloads: list[Any]
+    words: Words = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +101,7 @@ class StreamedParts:
 
     count: int
     produce: Callable[[], Iterator[Any]]
+    words: Words = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +113,7 @@ class Audio:
     """
 
     samples: np.ndarray
+    words: Words = None
 
     @classmethod
     def empty(cls) -> Audio:

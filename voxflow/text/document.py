@@ -14,7 +14,7 @@ run's text and record, per segment, its speed factor and the silence to put afte
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from voxflow.errors import InvalidRequestError
 
@@ -61,6 +61,8 @@ class SpeechDocument:
         language: the one language tag (one of the voice's `ModelFamily.languages`) the
             request is read in, set by `Engine.prepare` (`ModelFamily.resolve_language`);
             None before that.
+        source: the `input` as sent (`parse_input`), which word timestamps' code point
+            offsets index; "" for a document built otherwise.
     """
 
     runs: tuple[TextRun, ...]
@@ -68,6 +70,8 @@ class SpeechDocument:
     ssml: bool = False
     dropped_letters: int = 0
     language: str | None = None
+    # not part of what the document says (two inputs can parse alike): left out of == and repr
+    source: str = field(default="", compare=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -178,5 +182,7 @@ def parse_input(text: str, say_as_language: str | None = "en") -> SpeechDocument
     if _XML_START_RE.match(body):
         from voxflow.text.ssml import parse_ssml
 
-        return _no_pause_markers_in_ssml(parse_ssml(body, say_as_language))
-    return parse_plain(text)
+        document = _no_pause_markers_in_ssml(parse_ssml(body, say_as_language))
+    else:
+        document = parse_plain(text)
+    return replace(document, source=text)

@@ -9,6 +9,9 @@ work, since espeak may read one character as several words (a CJK character in a
 is "Chinese letter ..."), and one huge segment would hold a worker for a minute.
 Ids follow piper's scheme: BOS, PAD, then each phoneme followed by PAD, then EOS
 (`piper.phoneme_ids.phonemes_to_ids`).
+
+With word timestamps, each segment also carries its spoken words (`words.spoken_words`: which
+phoneme ids speak which normalized token), placed on the input later (`place.place_words`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from piper.config import PiperConfig
 from piper.phoneme_ids import phonemes_to_ids
 from piper.phonemize_espeak import EspeakPhonemizer
 
+from voxflow.models.piper.words import PlacedWord, SpokenWord, spoken_words
 from voxflow.text.segment import segment_text
 
 # espeak-ng is one global C state: voice selection and phonemization must not interleave.
@@ -36,10 +40,14 @@ class PhonemeSegment:
     Attributes:
         text: the segment's normalized text (for logs and debugging).
         phoneme_ids: (T,) int64 ids into the voice's phoneme table, BOS..EOS included.
+        spoken: its normalized tokens' id ranges (only with word timestamps).
+        words: its input words' id ranges and text spans (`place.place_words`).
     """
 
     text: str
     phoneme_ids: np.ndarray
+    spoken: tuple[SpokenWord, ...] = ()
+    words: tuple[PlacedWord, ...] = ()
 
 
 def phonemize(config: PiperConfig, text: str) -> list[list[str]]:
@@ -77,32 +85,56 @@ def text_to_segments(
     max_chars: int,
     first_max_chars: int | None,
     max_phonemes: int = 400,
+    words_run: int | None = None,
 ) -> list[PhonemeSegment]:
     """Split, phonemize and map `text` to id segments; empty sentences are dropped.
 
+    Args:
+        words_run: with word timestamps, a number for this run (unique within the request,
+            increasing): segments then carry their `spoken` words, keyed (run, token index).
     Returns:
         Segments in reading order; [] when nothing in the text can be spoken.
     """
     segments: list[PhonemeSegment] = []
+    first_token = 0
     for piece in segment_text(text, max_chars, first_max_chars):
-        for sentence in phonemize(config, piece):
-            for phonemes in split_phonemes(sentence, max_phonemes):
-                if not any(p.strip() for p in phonemes):
-                    continue
-                ids = phonemes_to_ids(phonemes, config.phoneme_id_map)
-                segments.append(PhonemeSegment(piece, np.asarray(ids, dtype=np.int64)))
+        lists = [
+            phonemes
+            for sentence in phonemize(config, piece)
+            for phonemes in split_phonemes(sentence, max_phonemes)
+            if any(p.strip() for p in phonemes)
+        ]
+        spoken: list[tuple[SpokenWord, ...]] = [() for _ in lists]
+        if words_run is not None:
+            tokens = piece.split()
+            spoken = spoken_words(tokens, lists, lambda t: _alone(config, t),
+                                  config.phoneme_id_map, (words_run, first_token))
+            first_token += len(tokens)
+        for phonemes, words in zip(lists, spoken, strict=True):
+            ids = phonemes_to_ids(phonemes, config.phoneme_id_map)
+            segments.append(PhonemeSegment(piece, np.asarray(ids, dtype=np.int64), words))
     return segments
 
 
+def _alone(config: PiperConfig, token: str) -> list[str]:
+    """`token`'s phonemes when phonemized alone, espeak's sentences joined by a space."""
+    out: list[str] = []
+    for sentence in phonemize(config, token):
+        out.extend([*sentence, " "])
+    return out
+
+
 def ipa_to_segments(
-    config: PiperConfig, text: str, ipa: str, max_phonemes: int = 400
+    config: PiperConfig, text: str, ipa: str, max_phonemes: int = 400,
+    words_run: int | None = None,
 ) -> list[PhonemeSegment]:
     """Segments from IPA given by the client (SSML ``<phoneme alphabet="ipa" ph=...>``).
 
     The IPA is decomposed (NFD, as espeak-ng's output is) and each code point looked up in the
     voice's phoneme table; code points the voice has no id for are dropped. A long string is
     cut at spaces into pieces of at most `max_phonemes` (`split_phonemes`), like espeak's
-    output, so one element cannot make a minute-long segment.
+    output, so one element cannot make a minute-long segment. With `words_run` (word
+    timestamps), each segment is one spoken word: `text`, keyed (words_run, 0).
 
     Returns:
         Segments in order; [] when no letter of `ipa` is in the voice's table (punctuation
@@ -114,5 +146,8 @@ def ipa_to_segments(
     for piece in split_phonemes(phonemes, max_phonemes):
         if any(unicodedata.category(p)[0] == "L" for p in piece):
             ids = phonemes_to_ids(piece, table)
-            segments.append(PhonemeSegment(text, np.asarray(ids, dtype=np.int64)))
+            spoken: tuple[SpokenWord, ...] = ()
+            if words_run is not None:
+                spoken = (SpokenWord((words_run, 0), text, 1, len(ids) - 1),)
+            segments.append(PhonemeSegment(text, np.asarray(ids, dtype=np.int64), spoken))
     return segments

@@ -10,6 +10,7 @@ the encoder and a small first window.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Hashable, Iterator
@@ -32,13 +33,15 @@ from voxflow.models.piper.decode import (
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_config
 from voxflow.models.piper.pace import DecodePace, EarlyWindow
+from voxflow.models.piper.place import place_words
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import Encoded, decode_in_line, encode_batch
+from voxflow.models.piper.words import word_times
 from voxflow.models.solo import CPU_RUNS, pick_session
 from voxflow.stages.items import StageBatch, StageItem
-from voxflow.stages.outputs import Audio, Next, Parts, StreamedParts
+from voxflow.stages.outputs import Audio, Next, Parts, StreamedParts, Words
 from voxflow.stages.stage import Stage
-from voxflow.text.document import TextRun
+from voxflow.text.document import SpeechDocument, TextRun
 
 log = logging.getLogger(__name__)
 
@@ -89,18 +92,23 @@ class PiperFrontendStage(TextFrontendStage):
     def __init__(self, family: PiperFamily):
         super().__init__()
         self._family = family
+        self._runs = itertools.count()  # numbers runs for word keys (one worker: in order)
 
     def run_segments(self, item: StageItem, run: TextRun, first: bool) -> list[PhonemeSegment]:
         s = self._family.settings
         voice = self._family.voice_models[item.request.voice]
+        words_run = next(self._runs) if item.request.timestamps else None
         if run.phonemes:
             return ipa_to_segments(
-                voice.config, run.text, run.phonemes, s.max_segment_phonemes
+                voice.config, run.text, run.phonemes, s.max_segment_phonemes, words_run
             )
         return text_to_segments(
             voice.config, run.text, s.max_segment_chars,
-            s.first_segment_chars if first else None, s.max_segment_phonemes,
+            s.first_segment_chars if first else None, s.max_segment_phonemes, words_run,
         )
+
+    def place_words(self, document: SpeechDocument, payloads: list) -> list:
+        return place_words(document, payloads)
 
 
 def decoded_frames(windows: list[DecodeWindow]) -> int:
@@ -209,12 +217,13 @@ class PiperAcousticStage(Stage):
                                   or early)
         windows = self._plan.windows(frames, first=small_first)
         cut = [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
+        words = self._words(voice, encoded, b, item, native)
         if stream and alone:
-            return Parts(cut)
+            return Parts(cut, words)
         if early:  # decoded in line by this worker, each window passed on as it is done
             self._family.pace.note_early()
             hop = voice.config.hop_length
-            return StreamedParts(len(cut), lambda: self._decode_each(graph, cut, hop))
+            return StreamedParts(len(cut), lambda: self._decode_each(graph, cut, hop), words)
         started = time.perf_counter()
         wave = decode_in_line(graph, values, frames, cut, voice.config.hop_length)
         if stream:
@@ -222,8 +231,20 @@ class PiperAcousticStage(Stage):
         rate = voice.config.sample_rate
         # still through the decoder stage (which passes it on): an in_order stage must see
         # every segment of a request, or the next one would wait for it forever
-        return Next(time_stretch(wave, rate, item.speed / native))
+        return Next(time_stretch(wave, rate, item.speed / native), words)
 
+    @staticmethod
+    def _words(voice: PiperVoiceModel, encoded: Encoded, b: int, item: StageItem,
+               native: float) -> Words:
+        """Row b's word timings from its durations (None without timestamps); the audio is
+        time-stretched by speed / native afterwards, so times scale by native / speed."""
+        if not item.request.timestamps:
+            return None
+        segment: PhonemeSegment = item.payload
+        durations = encoded.durations[b, : segment.phoneme_ids.size]
+        config = voice.config
+        return tuple(word_times(durations, segment.words, config.hop_length,
+                                config.sample_rate, native / item.speed))
 
     def _decode_each(self, graph: RewrittenGraph, windows: list[DecodeWindow],
                      hop: int) -> Iterator[np.ndarray]:
@@ -296,6 +317,7 @@ class PiperFamily(ModelFamily):
 
     family = "piper"
     settings: PiperSettings
+    word_timestamps = True
 
     def __init__(self, name: str, settings: PiperSettings):
         super().__init__(name, settings)

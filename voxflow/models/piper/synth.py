@@ -53,10 +53,12 @@ class Encoded:
             (B, C, F_max), y_mask (B, 1, F_max), extras; for an uncut graph, the waveforms
             (B, 1, F_max * hop).
         frames: (B,) int64 latent frames of each row, max(sum(durations), 1), <= F_max.
+        durations: (B, T_max) float32 frames per phoneme id (0 past a row's ids).
     """
 
     values: list[np.ndarray]
     frames: np.ndarray
+    durations: np.ndarray
 
     def row(self, b: int) -> tuple[list[np.ndarray], int]:
         """Row b's flow inputs, each (1, ...), and its frames."""
@@ -112,7 +114,7 @@ def encode_batch(
             log.info("noise of %d frames too short for %d ids; retrying x4", f_cap, t_max)
             f_cap *= 4
     frames = np.maximum(durations[:, 0, :].sum(axis=1), 1).astype(np.int64)
-    return Encoded(values, frames)
+    return Encoded(values, frames, durations[:, 0, :])
 
 
 def synthesize_batch(
