@@ -18,6 +18,7 @@ import base64
 import json
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import numpy as np
 from fastapi import Request
@@ -195,11 +196,41 @@ async def _encoded_chunks(
     yield (), encoder.finish()
 
 
+def submit_speech(body: SpeechBody, request: Request, engine: Engine, streams: bool,
+                  timestamps: bool = False) -> SpeechStream:
+    """Submit `body` to `engine` for the speech routes: the request's access record filled
+    (the names asked for, then the served ones, and its audio seconds), and a saved voice held
+    until the request ends, so deleting it meanwhile does not pull it from under the request
+    (`voxflow.models.cloning`; no await between submit's check and the hold).
+
+    Args:
+        streams: whether the response is streamed (the access line says so).
+        timestamps: ask for word timings even if the body does not.
+    Raises:
+        what `Engine.submit` raises (a 4xx for bad input).
+    """
+    access: AccessRecord | None = getattr(request.state, "access", None)
+    if access is not None:
+        access.model, access.voice, access.chars = body.model, body.voice_id, len(body.input)
+        access.fmt, access.stream = body.response_format, streams
+    speech = to_engine_request(body, getattr(request.state, "request_id", None))
+    if timestamps:
+        speech = replace(speech, timestamps=True)
+    stream = engine.submit(speech)  # resolves model and voice aliases
+    family = engine.family(stream.state.request.model)
+    if isinstance(family, VoiceCloning):
+        stream.state.on_end(family.hold_voice(stream.state.request.voice))
+    if access is not None:
+        state = stream.state
+        access.model, access.voice = state.request.model, state.request.voice  # served names
+        access.audio = lambda: state.audio_samples / state.sample_rate
+    return stream
+
+
 async def create_speech(body: SpeechBody, request: Request) -> Response:
     """Handle one speech request (see the module docstring)."""
     engine: Engine = request.app.state.engine
     settings = request.app.state.settings
-    access: AccessRecord | None = getattr(request.state, "access", None)
     streams = body.streams(settings.server.stream_by_default)
     if body.timestamps and body.stream_format != "sse":
         raise InvalidRequestError(
@@ -209,20 +240,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
             param="timestamps",
             code="timestamps_need_sse",
         )
-    if access is not None:
-        access.model, access.voice, access.chars = body.model, body.voice_id, len(body.input)
-        access.fmt, access.stream = body.response_format, streams
-    speech = to_engine_request(body, getattr(request.state, "request_id", None))
-    stream = engine.submit(speech)  # resolves model and voice aliases
-    # Hold a saved voice until the request ends: deleting it meanwhile does not pull it from
-    # under the request (voxflow.models.cloning). No await between submit's check and the hold.
-    family = engine.family(stream.state.request.model)
-    if isinstance(family, VoiceCloning):
-        stream.state.on_end(family.hold_voice(stream.state.request.voice))
-    if access is not None:
-        state = stream.state
-        access.model, access.voice = state.request.model, state.request.voice  # served names
-        access.audio = lambda: state.audio_samples / state.sample_rate
+    stream = submit_speech(body, request, engine, streams)
     # Until a StreamingResponse takes over (it watches the connection itself), a client that
     # leaves cancels the request here, whether it waits for the first chunk or the whole file.
     watcher = asyncio.create_task(_close_on_disconnect(request, stream))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from dataclasses import replace
 
 import numpy as np
 from fastapi import Request
@@ -27,14 +26,13 @@ from fastapi.responses import JSONResponse, Response
 from voxflow.audio.encode import encode_audio
 from voxflow.engine.engine import Engine
 from voxflow.errors import InvalidRequestError
-from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
 from voxflow.server.speech import (
     CLIENT_CLOSED,
     _close_on_disconnect,
     _first_chunk,
     _headers,
-    to_engine_request,
+    submit_speech,
 )
 from voxflow.server.words import word_json
 
@@ -56,17 +54,7 @@ async def create_speech_timestamps(body: SpeechBody, request: Request) -> Respon
     """Synthesize `body` whole; answer its audio (base64) and its words (module docstring)."""
     _check_not_streamed(body)
     engine: Engine = request.app.state.engine
-    access: AccessRecord | None = getattr(request.state, "access", None)
-    if access is not None:
-        access.model, access.voice, access.chars = body.model, body.voice_id, len(body.input)
-        access.fmt, access.stream = body.response_format, False
-    speech = replace(to_engine_request(body, getattr(request.state, "request_id", None)),
-                     timestamps=True)
-    stream = engine.submit(speech)
-    if access is not None:
-        state = stream.state
-        access.model, access.voice = state.request.model, state.request.voice  # served names
-        access.audio = lambda: state.audio_samples / state.sample_rate
+    stream = submit_speech(body, request, engine, streams=False, timestamps=True)
     watcher = asyncio.create_task(_close_on_disconnect(request, stream))
     try:
         chunks = [await _first_chunk(stream)]
