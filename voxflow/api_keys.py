@@ -39,6 +39,25 @@ def key_problem(key: str) -> str | None:
     return None
 
 
+def _checked_keys(items: Iterable[str], where: str, skip_comments: bool = False) -> list[str]:
+    """The keys among `items`, each stripped; blank items (and ``#`` comments when
+    `skip_comments`) skipped.
+
+    Raises:
+        ApiKeysError: an item is not a valid key, named as ``f"{where} {n}"`` (1-based).
+    """
+    keys = []
+    for number, item in enumerate(items, start=1):
+        key = item.strip()
+        if not key or (skip_comments and key.startswith("#")):
+            continue
+        problem = key_problem(key)
+        if problem is not None:
+            raise ApiKeysError(f"{where} {number}: {problem}")
+        keys.append(key)
+    return keys
+
+
 def read_keys_file(path: Path) -> list[str]:
     """The keys of a key file: one per line, blank lines and ``#`` comment lines skipped.
 
@@ -51,15 +70,8 @@ def read_keys_file(path: Path) -> list[str]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise ApiKeysError(f"cannot read the API key file {path}: {reason}") from None
-    keys = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        key = line.strip()
-        if not key or key.startswith("#"):
-            continue
-        problem = key_problem(key)
-        if problem is not None:
-            raise ApiKeysError(f"API key file {path}, line {number}: {problem}")
-        keys.append(key)
+    keys = _checked_keys(text.splitlines(), f"API key file {path}, line",
+                         skip_comments=True)
     if not keys:
         raise ApiKeysError(
             f"the API key file {path} holds no key (one key per line; # starts a comment)"
@@ -77,15 +89,7 @@ def env_keys(environ: Mapping[str, str]) -> list[str]:
     value = environ.get(ENV_VAR)
     if value is None:
         return []
-    keys = []
-    for position, item in enumerate(value.split(","), start=1):
-        key = item.strip()
-        if not key:
-            continue
-        problem = key_problem(key)
-        if problem is not None:
-            raise ApiKeysError(f"{ENV_VAR}, key {position}: {problem}")
-        keys.append(key)
+    keys = _checked_keys(value.split(","), f"{ENV_VAR}, key")
     if not keys:
         raise ApiKeysError(
             f"{ENV_VAR} is set but holds no key: give comma-separated keys, or unset it to "
