@@ -11,7 +11,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cosyvoice3"
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Any:
+    """Torch on one thread for the module, so float sums run in one fixed order and padded
+    and unpadded solves can be compared bit for bit. Import it, and mark the module with
+    ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def tensors(name: str) -> dict[str, Any]:

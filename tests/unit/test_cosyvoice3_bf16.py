@@ -21,7 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from cosyvoice3_fixtures import tensors, tiny_flow, tiny_prompt  # noqa: E402
+from cosyvoice3_fixtures import one_torch_thread, tensors, tiny_flow, tiny_prompt  # noqa: E402, F401
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
 from voxflow.models.cosyvoice3.flow import CausalMaskedDiffWithDiT  # noqa: E402
@@ -36,12 +36,7 @@ LADDER = (20, 30, 40, 60, 80)
 DIT_INPUTS = ("x", "mask", "mu", "t", "spks", "cond")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

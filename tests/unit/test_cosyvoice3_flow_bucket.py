@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from cosyvoice3_fixtures import tiny_flow, tiny_hift, tiny_prompt  # noqa: E402
+from cosyvoice3_fixtures import one_torch_thread, tiny_flow, tiny_hift, tiny_prompt  # noqa: E402, F401
 
 from voxflow.models.cosyvoice3.flow import CausalMaskedDiffWithDiT  # noqa: E402
 from voxflow.models.cosyvoice3.flow_bucket import FlowBucketRunner, FlowSolve  # noqa: E402
@@ -29,12 +29,7 @@ TOL = 1e-4  # spec §1 item 7 (flow inference)
 LADDER = (20, 30, 40, 60, 80)  # whole 10-frame tiny chunks
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
