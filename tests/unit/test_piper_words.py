@@ -12,12 +12,11 @@ import pytest
 from piper.config import PiperConfig
 from piper.phoneme_ids import phonemes_to_ids
 
-from voxflow.models.piper.frontend import text_to_segments
-from voxflow.models.piper.place import place_words
-from voxflow.models.piper.words import (
+from voxflow.models.piper.frontend import id_positions, text_to_segments
+from voxflow.models.place import place_words
+from voxflow.models.words import (
     PlacedWord,
     cut_word,
-    id_positions,
     label_words,
     phoneme_words,
     word_ids,

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import threading
 import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from piper.config import PiperConfig
-from piper.phoneme_ids import phonemes_to_ids
+from piper.phoneme_ids import BOS, PAD, phonemes_to_ids
 from piper.phonemize_espeak import EspeakPhonemizer
 
-from voxflow.models.piper.words import PlacedWord, SpokenWord, spoken_words
+from voxflow.models.words import PlacedWord, SpokenWord, spoken_words
 from voxflow.text.segment import segment_text
 
 # espeak-ng is one global C state: voice selection and phonemization must not interleave.
@@ -59,6 +60,22 @@ def phonemize(config: PiperConfig, text: str) -> list[list[str]]:
         return _PHONEMIZER.phonemize(
             config.espeak_voice, text, vowel_clusters=config.vowel_clusters
         )
+
+
+def id_positions(phonemes: Sequence[str], id_map: Mapping[str, Sequence[int]]) -> list[int]:
+    """Index of each phoneme's first id in `phonemes_to_ids(phonemes, id_map)`, -1 for a
+    phoneme the map lacks (dropped there), then one entry more: the EOS id's index."""
+    pos = len(id_map[BOS]) + len(id_map[PAD])
+    out = []
+    for p in phonemes:
+        if p in id_map:
+            out.append(pos)
+            pos += len(id_map[p]) + len(id_map[PAD])
+        else:
+            out.append(-1)
+    out.append(pos)
+    return out
+
 
 
 def split_phonemes(phonemes: list[str], max_phonemes: int) -> list[list[str]]:
@@ -108,7 +125,8 @@ def text_to_segments(
         if words_run is not None:
             tokens = piece.split()
             spoken = spoken_words(tokens, lists, lambda t: _alone(config, t),
-                                  config.phoneme_id_map, (words_run, first_token))
+                                  lambda ph: id_positions(ph, config.phoneme_id_map),
+                                  (words_run, first_token))
             first_token += len(tokens)
         for phonemes, words in zip(lists, spoken, strict=True):
             ids = phonemes_to_ids(phonemes, config.phoneme_id_map)

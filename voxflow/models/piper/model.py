@@ -33,11 +33,11 @@ from voxflow.models.piper.decode import (
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_config
 from voxflow.models.piper.pace import DecodePace, EarlyWindow
-from voxflow.models.piper.place import place_words
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import Encoded, decode_in_line, encode_batch
-from voxflow.models.piper.words import word_times
+from voxflow.models.place import place_words
 from voxflow.models.solo import CPU_RUNS, pick_session
+from voxflow.models.words import word_times
 from voxflow.stages.items import StageBatch, StageItem
 from voxflow.stages.outputs import Audio, Next, Parts, StreamedParts, Words
 from voxflow.stages.stage import Stage

@@ -1,6 +1,7 @@
-"""Piper segments' spoken words placed on the request's `input`: id ranges with text spans.
+"""Segments' spoken words placed on the request's `input`: id ranges with text spans.
 
-The front end (`frontend.text_to_segments`) gives each segment its `words.SpokenWord`s, keyed
+Shared by the families with word timestamps (Piper, Kokoro). Their front ends give each
+segment (a frozen dataclass with `spoken` and `words` fields) its `words.SpokenWord`s, keyed
 by normalized token; `place_words` aligns all the request's tokens to the input's words
 (`voxflow.text.offsets`) and turns each segment's words into `words.PlacedWord`s: one per input
 word, the tokens spoken for one input word ("5 dollars and 50 cents" for "$5.50") joined.
@@ -10,15 +11,30 @@ the first segment's part only, so words never repeat or overlap.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import Field, replace
+from typing import Any, ClassVar, Protocol, TypeVar
 
-from voxflow.models.piper.frontend import PhonemeSegment
-from voxflow.models.piper.words import PlacedWord
+from voxflow.models.words import PlacedWord, SpokenWord
 from voxflow.text.document import SpeechDocument
 from voxflow.text.offsets import align, input_words
 
 
-def place_words(document: SpeechDocument, segments: list[PhonemeSegment]) -> list[PhonemeSegment]:
+class WordedSegment(Protocol):
+    """A front end's segment that can carry words (a frozen dataclass: `replace` sets words)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    @property
+    def spoken(self) -> tuple[SpokenWord, ...]: ...
+
+    @property
+    def words(self) -> tuple[PlacedWord, ...]: ...
+
+
+S = TypeVar("S", bound=WordedSegment)
+
+
+def place_words(document: SpeechDocument, segments: list[S]) -> list[S]:
     """`segments` with `words` set from their `spoken` words (see the module docstring).
 
     Returns:

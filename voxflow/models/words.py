@@ -1,24 +1,25 @@
-"""Word boundaries in a Piper segment: which phoneme ids speak which word, and when.
+"""Word boundaries in a segment of phoneme ids: which ids speak which word, and when.
+
+Shared by the families whose acoustic model predicts a duration per id (Piper, Kokoro).
 
 espeak-ng's phoneme string puts a space between the words it speaks, but one written token can
 be several spoken words ("1,200" is "one thousand two hundred") and espeak may join or change
 words in context. So each normalized token is also phonemized alone, and the segment's phoneme
 words are matched to the tokens' (`label_words`): equal phoneme words pair up, a changed
 stretch pairs in proportion, a phoneme word with no counterpart joins the previous token.
-A token's phoneme words then give its phoneme-id range (`id_positions`, following
-`piper.phoneme_ids.phonemes_to_ids`: BOS, PAD, each phoneme followed by PAD, EOS), and the
-encoder's per-id durations (frames) give its start and end (`word_times`).
+A token's phoneme words then give its phoneme-id range (from the family's id layout: Piper's
+`piper.frontend.id_positions`, Kokoro's `kokoro.frontend.token_positions`), and the model's
+per-id durations (frames) give its start and end (`word_times`).
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 import numpy as np
-from piper.phoneme_ids import BOS, PAD
 
 from voxflow.stages.outputs import WordTiming
 
@@ -34,7 +35,7 @@ class SpokenWord:
             segments), in reading order.
         text: the token as normalized ("dollars"), for aligning to the input.
         id_start: index of its first phoneme id in the segment's ids.
-        id_end: one past its last id (the PAD after its last phoneme included).
+        id_end: one past its last id (Piper: the PAD after its last phoneme included).
     """
 
     key: tuple[int, int]
@@ -176,24 +177,15 @@ def cut_word(phonemes: Sequence[str], span: tuple[int, int], pieces: Sequence[tu
     return out
 
 
-def id_positions(phonemes: Sequence[str], id_map: Mapping[str, Sequence[int]]) -> list[int]:
-    """Index of each phoneme's first id in `phonemes_to_ids(phonemes, id_map)`, -1 for a
-    phoneme the map lacks (dropped there), then one entry more: the EOS id's index."""
-    pos = len(id_map[BOS]) + len(id_map[PAD])
-    out = []
-    for p in phonemes:
-        if p in id_map:
-            out.append(pos)
-            pos += len(id_map[p]) + len(id_map[PAD])
-        else:
-            out.append(-1)
-    out.append(pos)
-    return out
-
-
 def word_ids(span: tuple[int, int], positions: Sequence[int]) -> tuple[int, int] | None:
-    """The id range (start, end) of the phonemes span[0]:span[1], the PAD after the last one
-    included; None when the voice has an id for none of them."""
+    """The id range (start, end) of the phonemes span[0]:span[1], up to the next phoneme's
+    first id (Piper: the PAD after the last one included); None when the voice has an id for
+    none of them.
+
+    Args:
+        positions: each phoneme's first id index, -1 for one without an id, then one entry
+            more: the index after the last phoneme's ids (the family's id layout).
+    """
     inside = [positions[i] for i in range(*span) if positions[i] >= 0]
     if not inside:
         return None
@@ -226,17 +218,18 @@ def word_times(durations: np.ndarray, words: Sequence[PlacedWord], hop_length: i
 def spoken_words(
     tokens: Sequence[str],
     segments: Sequence[Sequence[str]],
-    token_phonemes: Callable[[str], list[str]],
-    id_map: Mapping[str, Sequence[int]],
+    token_phonemes: Callable[[str], Sequence[str]],
+    positions: Callable[[Sequence[str]], list[int]],
     key: tuple[int, int],
 ) -> list[tuple[SpokenWord, ...]]:
     """The spoken words of each segment cut from one piece of normalized text.
 
     Args:
         tokens: the piece's whitespace-separated tokens, in order.
-        segments: the phoneme lists of the segments espeak made of the piece, in order.
+        segments: the phonemes of the segments made of the piece, in order (a list of
+            phoneme strings, or a string of one-character phonemes).
         token_phonemes: phonemizes one token alone (espeak's sentences joined by spaces).
-        id_map: the voice's phoneme-id table.
+        positions: a segment's phonemes -> each one's first id index (see `word_ids`).
         key: (run, index of the piece's first token within the run): keys are
             (run, that index + token index).
     Returns:
@@ -249,10 +242,10 @@ def spoken_words(
     actual = [(s, span) for s, phonemes in enumerate(segments) for span in phoneme_words(phonemes)]
     labels = label_words(["".join(segments[s][a:b]) for s, (a, b) in actual], expected)
     out: list[list[SpokenWord]] = [[] for _ in segments]
-    positions = [id_positions(phonemes, id_map) for phonemes in segments]
+    starts = [positions(phonemes) for phonemes in segments]
     for (s, span), pieces in zip(actual, labels, strict=True):
         for label, piece in cut_word(segments[s], span, pieces):
-            ids = word_ids(piece, positions[s])
+            ids = word_ids(piece, starts[s])
             if ids is None:
                 continue
             word_key = (key[0], key[1] + label)
