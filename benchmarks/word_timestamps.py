@@ -1,7 +1,8 @@
-"""How close Piper's word timestamps are to Whisper's word timestamps (issue 14 item 3).
+"""How close voxflow's word timestamps are to Whisper's word timestamps (issue 14 item 3).
 
-Each sentence of benchmarks/data/sentences.txt is synthesized in process (voice joe, one
-request each, fixed seed, ``timestamps`` on, no server); Whisper tiny.en transcribes the clip
+Each sentence of benchmarks/data/sentences.txt is synthesized in process (Piper's voice joe by
+default, or `--model kokoro --voice jm_kumo` from configs/multi.yaml; one request each, fixed
+seed, ``timestamps`` on, no server); Whisper tiny.en transcribes the clip
 with word timestamps, and the words equal on both sides are compared
 (`voxflow.eval.word_timing`). Prints the median and p90 absolute boundary error (starts and
 ends together) in ms, and writes every word's pair of times to a JSON.
@@ -9,6 +10,8 @@ ends together) in ms, and writes every word's pair of times to a JSON.
 Run from the repository root:
 
     .venv/bin/python benchmarks/word_timestamps.py --out /tmp/word_timestamps.json
+    .venv/bin/python benchmarks/word_timestamps.py --model kokoro --voice jm_kumo \
+        --out /tmp/word_timestamps_kokoro.json
 """
 
 from __future__ import annotations
@@ -37,19 +40,24 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--sentences", type=int, default=0, help="first N sentences (0: all)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--speed", type=float, default=1.0)
+    p.add_argument("--model", default="piper", help="piper or kokoro")
+    p.add_argument("--voice", default=None, help="default: joe (piper), jm_kumo (kokoro)")
     p.add_argument("--out", type=Path, default=Path("word_timestamps.json"))
     return p.parse_args()
 
 
-async def synthesize(sentences: list[str], seed: int, speed: float) -> list[tuple]:
+async def synthesize(sentences: list[str], seed: int, speed: float, model: str,
+                     voice: str) -> list[tuple]:
     """Per sentence: (audio, sample rate, [(word, start, end)])."""
-    settings = load_settings(None, {"engine.warmup": False, "engine.request_timeout_s": 3600.0})
+    config = ROOT / "configs" / "multi.yaml" if model == "kokoro" else None
+    settings = load_settings(config, {"engine.warmup": False,
+                                      "engine.request_timeout_s": 3600.0})
     engine = Engine(settings)
     await engine.start()
     out = []
     try:
         for text in sentences:
-            request = SpeechRequest("piper", text, "joe", speed=speed, seed=seed,
+            request = SpeechRequest(model, text, voice, speed=speed, seed=seed,
                                     timestamps=True)
             stream = engine.submit(request)
             chunks = await stream.collect()
@@ -66,7 +74,8 @@ def main() -> None:
     args = parse_args()
     lines = [s.strip() for s in SENTENCES.read_text(encoding="utf-8").splitlines() if s.strip()]
     sentences = lines[: args.sentences] if args.sentences else lines
-    clips = asyncio.run(synthesize(sentences, args.seed, args.speed))
+    voice = args.voice or {"piper": "joe", "kokoro": "jm_kumo"}[args.model]
+    clips = asyncio.run(synthesize(sentences, args.seed, args.speed, args.model, voice))
     from voxflow.eval.asr import WhisperTranscriber
 
     model = WhisperTranscriber().model
@@ -82,7 +91,7 @@ def main() -> None:
     words = sum(len(r["ours"]) for r in report)
     print(f"{len(sentences)} sentences, {words} words, {len(ms) // 2} matched with Whisper: "
           f"boundary error median {median:.0f} ms, p90 {p90:.0f} ms (starts {starts:.0f}, "
-          f"ends {ends:.0f}; speed {args.speed})")
+          f"ends {ends:.0f}; {args.model}/{voice}, speed {args.speed})")
     args.out.write_text(json.dumps({"median_ms": median, "p90_ms": p90,
                                     "median_start_ms": starts, "median_end_ms": ends,
                                     "matched_words": len(ms) // 2, "sentences": report},

@@ -103,8 +103,12 @@ def test_acoustic_output_is_deterministic_whatever_the_seed(family):
     assert np.array_equal(a, b)  # no random ops in the graph: the seed changes nothing
     assert 0.4 < a.size / 24000 < 2.0
     # Trimmed: a slice of the graph's output without most of its padding silence.
-    raw = run_graph(family.graph.session, segment.token_ids, family.voice_models["jf_alpha"].table,
-                    1.0)
+    rendered = run_graph(family.graph.session, segment.token_ids,
+                         family.voice_models["jf_alpha"].table, 1.0)
+    raw = rendered.audio
+    # durations: frames per token, the two pads included, 600 samples each
+    assert rendered.durations.shape == (segment.token_ids.size + 2,)
+    assert rendered.durations.sum() * 600 == raw.size
     start = int(np.flatnonzero(raw == a[0])[0])
     assert np.array_equal(raw[start : start + a.size], np.clip(a, -1, 1))
     assert start / 24000 > 0.15 and (raw.size - a.size) / 24000 > 0.3

@@ -147,3 +147,41 @@ def test_trim_never_adds_and_leaves_silence_or_tiny_input_alone():
     assert trim_silence(zeros, rate, 0.25).size == 1000
     assert trim_silence(np.zeros(10, np.float32), rate, 0.25).size == 10
     assert trim_silence(np.full(500, 2.0, np.float32), rate, 0.0).max() == 1.0  # clipped
+
+
+def test_spoken_words_cover_each_token_and_split_joined_words(frontend):
+    [segment] = frontend.segments("Streaming on the 3rd, at 6:40 pm.", "en-us", 300, None,
+                                  words_run=4)
+    assert segment.phonemes == "stɹˈimɪŋ ɔnðə θˈɜɹd, æt sˈɪks fˈɔɹTi pˌiˈɛm."
+    # positions index the graph's tokens: the leading pad is 0, phoneme i is i + 1
+    spans = [(w.key, w.text, segment.phonemes[w.id_start - 1 : w.id_end - 1])
+             for w in segment.spoken]
+    assert spans == [
+        ((4, 0), "Streaming", "stɹˈimɪŋ"),
+        ((4, 1), "on", "ɔn"),  # espeak joins "on the" into one word: cut at the tokens' break
+        ((4, 2), "the", "ðə"),
+        ((4, 3), "3rd,", "θˈɜɹd"),
+        ((4, 4), "at", "æt"),
+        ((4, 5), "6:40", "sˈɪks fˈɔɹTi"),
+        ((4, 6), "pm.", "pˌiˈɛm"),
+    ]
+
+
+def test_word_keys_run_on_across_the_segments_of_one_run(frontend):
+    segments = frontend.segments("One two. Three four.", "en-us", 300, None, words_run=1)
+    assert [[(w.key, w.text) for w in s.spoken] for s in segments] == [
+        [((1, 0), "One"), ((1, 1), "two.")],
+        [((1, 2), "Three"), ((1, 3), "four.")],
+    ]
+
+
+def test_words_only_when_asked_and_none_in_japanese(frontend):
+    assert all(not s.spoken for s in frontend.segments("One two.", "en-us", 300, None))
+    japanese = frontend.segments("今日は良い天気です。", "ja", 300, None, words_run=0)
+    assert japanese and all(not s.spoken for s in japanese)
+
+
+def test_client_ipa_is_one_word(frontend):
+    [segment] = frontend.ipa_segments("tomato", "təmˈAtO", "en-us", words_run=2)
+    [word] = segment.spoken
+    assert (word.key, word.text, word.id_start, word.id_end) == ((2, 0), "tomato", 1, 8)

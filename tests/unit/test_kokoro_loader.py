@@ -7,6 +7,7 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from voxflow.models.kokoro import loader
@@ -165,3 +166,51 @@ def test_settings_defaults_and_checks(tmp_path):
         KokoroSettings(max_segment_chars=50, first_segment_chars=60)
     with pytest.raises(ValueError, match="extra"):
         KokoroSettings(max_batch_size=4)  # the graph's batch is fixed at 1: not a setting
+
+
+def tiny_graph() -> onnx.ModelProto:
+    """A stand-in with Kokoro's durations tensor name: x -> Clip -> Identity -> audio."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Clip", ["x"], [loader.DURATIONS_TENSOR], name="/encoder/Clip"),
+             helper.make_node("Identity", [loader.DURATIONS_TENSOR], ["audio"])]
+    graph = helper.make_graph(
+        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, None])],
+        [helper.make_tensor_value_info("audio", TensorProto.FLOAT, [1, None])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_served_graph_gains_a_durations_output_and_is_cached_checked(tmp_path):
+    import onnxruntime as ort
+
+    source = tmp_path / "kokoro.onnx"
+    onnx.save(tiny_graph(), str(source))
+    served = loader.ensure_durations_model(source)
+    assert served == tmp_path / "kokoro-durations.onnx"
+    session = ort.InferenceSession(str(served), providers=["CPUExecutionProvider"])
+    assert [o.name for o in session.get_outputs()] == ["audio", "durations"]
+    x = np.asarray([[15.0, 2.0, 3.0]], np.float32)
+    audio, durations = session.run(None, {"x": x})
+    assert np.array_equal(durations, x) and np.array_equal(audio, x)
+    digest = tmp_path / "kokoro-durations.onnx.sha256"
+    assert digest.read_text().strip() == sha256_of(served)
+    good = served.read_bytes()
+    mtime = served.stat().st_mtime_ns
+    assert loader.ensure_durations_model(source) == served  # reused, not rewritten
+    assert served.stat().st_mtime_ns == mtime
+    served.write_bytes(good[: len(good) // 2])  # cut short: rebuilt
+    loader.ensure_durations_model(source)
+    assert served.read_bytes() == good
+    assert files_under(tmp_path) == ["kokoro-durations.onnx", "kokoro-durations.onnx.sha256",
+                                     "kokoro.onnx"]
+
+
+def test_a_graph_without_kokoros_durations_is_refused(tmp_path):
+    model = tiny_graph()
+    model.graph.node[0].output[0] = "other"
+    model.graph.node[1].input[0] = "other"
+    source = tmp_path / "other.onnx"
+    onnx.save(model, str(source))
+    with pytest.raises(ValueError, match="no tensor '/encoder/Clip_output_0'"):
+        loader.ensure_durations_model(source)
+    assert files_under(tmp_path) == ["other.onnx"]

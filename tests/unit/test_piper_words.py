@@ -1,5 +1,5 @@
 """Piper word timings: phoneme words, their id ranges, times from durations, and the spans of
-the input they are placed on (voxflow.models.piper.words / place), with the real joe voice's
+the input they are placed on (voxflow.models.words / place), with the real joe voice's
 espeak front end."""
 
 from __future__ import annotations

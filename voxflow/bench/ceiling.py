@@ -257,7 +257,12 @@ def kokoro_work(texts: Sequence[str], voice: str | None = None,
     """Kokoro segments of `texts` in `language` (voxflow's front end, default settings) for
     `voice` (default: the family's default voice)."""
     from voxflow.models.kokoro.frontend import KokoroFrontend
-    from voxflow.models.kokoro.loader import SAMPLE_RATE, ensure_model, load_vocab
+    from voxflow.models.kokoro.loader import (
+        SAMPLE_RATE,
+        ensure_durations_model,
+        ensure_model,
+        load_vocab,
+    )
     from voxflow.models.kokoro.settings import KokoroSettings
     from voxflow.models.kokoro.voices import load_packaged_voices
 
@@ -272,7 +277,7 @@ def kokoro_work(texts: Sequence[str], voice: str | None = None,
         for seg in frontend.segments(text, language, s.max_segment_chars, s.first_segment_chars):
             rows.append(seg.token_ids)
             owners.append(i)
-    path = ensure_model(s.cache_dir)
+    path = ensure_durations_model(ensure_model(s.cache_dir))  # the graph the server runs
     return Work("kokoro", voice, "whole", rows, owners, SAMPLE_RATE, str(path),
                 tables[voice], s.segment_pause_s)
 
@@ -373,7 +378,7 @@ def _kokoro_runner(work: Work, threads: int) -> Runner:
     def run(rows: list[np.ndarray]) -> list[tuple[int, int]]:
         out = []
         for row in rows:  # batch 1: one row a call
-            audio = run_graph(session, row, table, 1.0)
+            audio = run_graph(session, row, table, 1.0).audio
             out.append((trim_silence(audio, work.sample_rate, work.pause_s, 1.0).size,
                         audio.size))
         return out

@@ -281,7 +281,8 @@ class Engine:
         if request.timestamps and not family.word_timestamps:
             raise InvalidRequestError(
                 f"Model '{request.model}' cannot give word timestamps (its family "
-                f"'{family.family}' has no word durations to time them by); ask a Piper model.",
+                f"'{family.family}' has no word durations to time them by); ask a Piper or "
+                "Kokoro model.",
                 param="timestamps",
                 code="timestamps_unsupported",
             )
@@ -300,6 +301,14 @@ class Engine:
         if written.ssml:
             document = parse_input(request.text, say_as_language=language)
         document = replace(document, language=language)
+        if request.timestamps and not family.times_words_in(language):
+            raise InvalidRequestError(
+                f"Model '{request.model}' cannot give word timestamps for text read as "
+                f"'{language}' (no word boundaries in its readings); ask without timestamps, "
+                "or for English text.",
+                param="timestamps",
+                code="timestamps_unsupported",
+            )
         return self._check_scripts(request, family, document, written)
 
     def _check_scripts(

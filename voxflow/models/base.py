@@ -172,6 +172,11 @@ class ModelFamily(ABC):
         """Language tags `voice_id` can speak, its own first (default: only its own)."""
         return (self.voices[voice_id].language,)
 
+    def times_words_in(self, language: str) -> bool:
+        """Whether word timestamps can be given for text read in `language` (a tag of
+        `languages`); default: `word_timestamps`, whatever the language."""
+        return self.word_timestamps
+
     def resolve_language(self, voice_id: str, requested: str | None, text: str) -> str:
         """The one language a request is read in, decided at validation.
 

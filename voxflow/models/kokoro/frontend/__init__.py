@@ -12,11 +12,17 @@ Steps for one request:
 3. each piece is phonemized (`english.py`, `japanese.py`) and mapped onto the vocabulary
    (symbols outside it are dropped); a piece whose phonemes pass 510 tokens is cut again, at the
    last sentence punctuation that fits, else ": ;", else ", —", else a space.
+
+With word timestamps (English only), each segment also carries its spoken words
+(`voxflow.models.words.spoken_words`: which tokens speak which normalized word), placed on the
+input later (`voxflow.models.place.place_words`). A segment's ids are its phonemes, one each,
+behind the leading pad (`token_positions`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +30,7 @@ import numpy as np
 from voxflow.models.kokoro.frontend.english import EnglishG2P
 from voxflow.models.kokoro.frontend.japanese import JapaneseG2P
 from voxflow.models.kokoro.loader import MAX_TOKENS
+from voxflow.models.words import PlacedWord, SpokenWord, spoken_words
 from voxflow.text.segment import segment_text
 
 LANGUAGES = ("en-us", "en-gb", "ja")
@@ -42,12 +49,24 @@ class TokenSegment:
         language: "en-us", "en-gb" or "ja".
         phonemes: its phonemes in Kokoro's alphabet (only vocabulary symbols).
         token_ids: (T,) int64 vocabulary ids, 1 <= T <= 510, pads not included.
+        spoken: its normalized words' token ranges, as indices into the graph's (T + 2,)
+            tokens with the pads (only with word timestamps).
+        words: its input words' token ranges and text spans (`voxflow.models.place`).
     """
 
     text: str
     language: str
     phonemes: str
     token_ids: np.ndarray
+    spoken: tuple[SpokenWord, ...] = ()
+    words: tuple[PlacedWord, ...] = ()
+
+
+def token_positions(phonemes: Sequence[str]) -> list[int]:
+    """Index of each phoneme's token in the graph's ``tokens`` row (the pad, then one token
+    per phoneme), then one entry more: the closing pad's index. Every phoneme of a segment has
+    a token (the front end keeps only vocabulary symbols)."""
+    return [*range(1, len(phonemes) + 2)]
 
 
 def split_phonemes(phonemes: str, limit: int = MAX_TOKENS) -> list[str]:
@@ -101,28 +120,44 @@ class KokoroFrontend:
         return "".join(c for c in phonemes if c in self.vocab)
 
     def segments(
-        self, text: str, language: str, max_chars: int, first_max_chars: int | None
+        self, text: str, language: str, max_chars: int, first_max_chars: int | None,
+        words_run: int | None = None,
     ) -> list[TokenSegment]:
         """Split, phonemize and map `text`; pieces with nothing to say are dropped.
 
+        Args:
+            words_run: with word timestamps, a number for this run (unique within the request,
+                increasing): English segments then carry their `spoken` words, keyed
+                (run, token index); Japanese ones none (no word boundaries in the readings).
         Returns:
             Segments in reading order; [] when nothing in the text can be spoken.
         """
         out = []
         lang = "ja" if language == "ja" else "en"
+        first_token = 0
         for piece in segment_text(text, max_chars, first_max_chars, lang=lang):
-            for phonemes in split_phonemes(self.phonemize(piece, language)):
+            pieces = split_phonemes(self.phonemize(piece, language))
+            spoken: list[tuple[SpokenWord, ...]] = [() for _ in pieces]
+            if words_run is not None and lang == "en":
+                tokens = piece.split()
+                spoken = spoken_words(tokens, pieces, lambda t: self.phonemize(t, language),
+                                      token_positions, (words_run, first_token))
+                first_token += len(tokens)
+            for phonemes, words in zip(pieces, spoken, strict=True):
                 ids = np.fromiter((self.vocab[c] for c in phonemes), np.int64, len(phonemes))
                 if _has_sound(phonemes):
-                    out.append(TokenSegment(piece, language, phonemes, ids))
+                    out.append(TokenSegment(piece, language, phonemes, ids, words))
         return out
 
 
-    def ipa_segments(self, text: str, ipa: str, language: str) -> list[TokenSegment]:
+    def ipa_segments(self, text: str, ipa: str, language: str,
+                     words_run: int | None = None) -> list[TokenSegment]:
         """Segments from IPA given by the client (SSML ``<phoneme alphabet="ipa" ph=...>``).
 
         Kokoro's alphabet is IPA plus a few capitals (see `english.py`); symbols outside the
-        vocabulary are dropped and the rest cut at 510 tokens like any phoneme string.
+        vocabulary are dropped and the rest cut at 510 tokens like any phoneme string. With
+        `words_run` (word timestamps), each segment is one spoken word: `text`, keyed
+        (words_run, 0).
 
         Returns:
             [] when nothing of `ipa` is in the vocabulary.
@@ -131,8 +166,11 @@ class KokoroFrontend:
         out = []
         for phonemes in split_phonemes(kept):
             ids = np.fromiter((self.vocab[c] for c in phonemes), np.int64, len(phonemes))
+            spoken: tuple[SpokenWord, ...] = ()
+            if words_run is not None:
+                spoken = (SpokenWord((words_run, 0), text, 1, len(phonemes) + 1),)
             if _has_sound(phonemes):
-                out.append(TokenSegment(text, language, phonemes, ids))
+                out.append(TokenSegment(text, language, phonemes, ids, spoken))
         return out
 
 
