@@ -1,6 +1,6 @@
 """The playground page (issue 14, item 1) in headless Chromium against the real server: lists
 from the API, speech heard while it streams, the waveform and spectrogram drawn, word
-highlighting (or, while the server sends no word timings, the page saying so), the API's own
+highlighting from the server's word timings (Piper and Kokoro), the API's own
 error messages, the keyboard, downloads and the API key prompt.
 
 Playwright's Python API drives the system Chromium (Debian: ``apt-get install chromium``;
@@ -130,11 +130,11 @@ def test_each_model_is_heard_while_it_streams_and_drawn(multi_server, page, mode
     assert float(page.inner_text("#rtf")) == pytest.approx(stats["rtf"], abs=0.001)
     assert page.evaluate(PAINTED, ["waveform", BACKGROUND]) > 1000
     assert page.evaluate(PAINTED, ["spectrogram", BACKGROUND]) > 1000
-    if stats["wordTimings"]:  # the server sends speech.word events: the spoken word is marked
-        page.wait_for_function("new Set(window.voxflowStats.highlighted).size >= 2")
-        assert page.locator("#transcript .word").count() >= 5
-    else:  # no word timings from this server or model: the page says so and plays anyway
-        assert page.inner_text("#status") == NO_TIMINGS
+    # Both models send speech.word events for English: the spoken word is marked as it plays.
+    assert stats["wordTimings"], stats
+    page.wait_for_function("new Set(window.voxflowStats.highlighted).size >= 2")
+    assert page.locator("#transcript .word").count() >= 5
+    assert page.inner_text("#status") != NO_TIMINGS
     shot = os.environ.get("VOXFLOW_PLAYGROUND_SCREENSHOT")
     if shot and model == "piper":
         page.wait_for_timeout(1500)  # the playhead a little way in
@@ -144,9 +144,9 @@ def test_each_model_is_heard_while_it_streams_and_drawn(multi_server, page, mode
 
 
 def test_words_are_highlighted_as_they_are_spoken(multi_server, page):
-    # The wire format of word timings (speech.word events, docs/api.md), stood in for by the
-    # browser until this server sends them: Piper's real audio, one word every equal share of
-    # it. The test above checks the server's own events once it sends them.
+    # The highlight's timing against a known schedule: the wire format of word timings
+    # (speech.word events, docs/api.md) stood in for by the browser, Piper's real audio, one
+    # word every equal share of it. The test above checks the server's own events.
     text = "One two three four five six."
     audio = httpx.post(f"{multi_server.url}/v1/audio/speech", json={
         "model": "piper", "voice": "joe", "input": text, "response_format": "pcm",
