@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from voxflow.ray.proxy import OpenAIErrorShape, middlewares
+from voxflow.ray.proxy import OneRequestId, OpenAIErrorShape, middlewares
 
 SCOPE = {"type": "http", "method": "POST", "path": "/v1/audio/speech", "headers": []}
 # what Ray 2.60's proxy sends when max_queued_requests is exceeded (BackpressureConfig 429)
@@ -20,7 +20,8 @@ RAY_429 = [
 ]
 
 
-def run(messages: list[dict], raise_after: Exception | None = None) -> list[dict]:
+def run(messages: list[dict], raise_after: Exception | None = None,
+        middleware: type = OpenAIErrorShape) -> list[dict]:
     """The messages the client gets when the proxy app sends `messages` (then raises)."""
     sent: list[dict] = []
 
@@ -36,7 +37,7 @@ def run(messages: list[dict], raise_after: Exception | None = None) -> list[dict
     async def send(message):
         sent.append(message)
 
-    asyncio.run(OpenAIErrorShape(app)(SCOPE, receive, send))
+    asyncio.run(middleware(app)(SCOPE, receive, send))
     return sent
 
 
@@ -89,6 +90,16 @@ def test_a_stream_cut_after_its_start_is_not_dressed_up_as_a_whole_response():
     assert run([start, piece]) == [start, piece]  # no final message: the client sees a cut
 
 
-def test_rays_callback_gets_the_middleware():
-    (only,) = middlewares()
-    assert only.cls is OpenAIErrorShape
+def test_the_second_request_id_ray_appends_is_dropped():
+    start = {"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"audio/wav"), (b"x-request-id", b"abc"), (b"x-sample-rate", b"22050"),
+        (b"X-Request-ID", b"abc")]}
+    body = {"type": "http.response.body", "body": b"RIFF"}
+    sent = run([start, body], middleware=OneRequestId)
+    assert sent[0]["headers"] == [(b"content-type", b"audio/wav"), (b"x-request-id", b"abc"),
+                                  (b"x-sample-rate", b"22050")]
+    assert sent[1] == body
+
+
+def test_rays_callback_gets_both_middlewares_errors_outermost():
+    assert [m.cls for m in middlewares()] == [OneRequestId, OpenAIErrorShape]

@@ -8,6 +8,7 @@ then sends a bare 500). `OpenAIErrorShape` rewrites those into the OpenAI shape,
 status and ``Retry-After``; a replica that died before answering becomes a 503
 ``replica_failed``. Responses that already started (a stream cut by a dead replica) are left
 alone: their body ends without its last chunk, which clients report as an error.
+`OneRequestId` drops the second ``X-Request-Id`` Ray's proxy adds to each response.
 
 Ray loads it into its proxy from the environment when Ray starts (``voxflow serve --ray`` sets
 it; docs/scale-out.md)::
@@ -141,10 +142,44 @@ def _is_plain_text(headers: Any) -> bool:
     return content_type.lower().startswith(b"text/plain")
 
 
+class OneRequestId:
+    """ASGI middleware for Ray Serve's proxy: one ``X-Request-Id`` per response.
+
+    Ray's proxy gives a request without ``X-Request-Id`` an id of its own (in the request's
+    headers, so the app answers with it) and appends ``X-Request-ID`` to every response, which
+    already carries the app's: clients would read ``"ID, ID"``. The first one (the app's, which
+    its access line names) is kept.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_one(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": _first_request_id(message.get("headers", []))}
+            await send(message)
+
+        await self.app(scope, receive, send_one if scope["type"] == "http" else send)
+
+
+def _first_request_id(headers: Any) -> list[tuple[bytes, bytes]]:
+    kept: list[tuple[bytes, bytes]] = []
+    seen = False
+    for key, value in headers:
+        if bytes(key).lower() == b"x-request-id":
+            if seen:
+                continue
+            seen = True
+        kept.append((bytes(key), bytes(value)))
+    return kept
+
+
 def middlewares() -> list[Middleware]:
-    """What Ray's proxy calls through `CALLBACK_ENV`: the middlewares to wrap itself in."""
-    return [Middleware(OpenAIErrorShape)]
+    """What Ray's proxy calls through `CALLBACK_ENV`: the middlewares to wrap itself in
+    (the last is outermost)."""
+    return [Middleware(OneRequestId), Middleware(OpenAIErrorShape)]
 
 
-__all__ = ["CALLBACK", "CALLBACK_ENV", "OpenAIErrorShape", "error_body", "middlewares",
-           "send_error"]
+__all__ = ["CALLBACK", "CALLBACK_ENV", "OneRequestId", "OpenAIErrorShape", "error_body",
+           "middlewares", "send_error"]
