@@ -128,6 +128,7 @@ def test_40_concurrent_seeded_requests_give_the_plain_servers_bytes(two_replicas
     assert [r.status_code for r in responses] == [200] * 40
     for kind, response in zip(kinds, responses, strict=True):
         assert len(response.content) > 10_000
+        assert len(response.headers.get_list("x-request-id")) == 1  # not Ray's second one
         assert response.content == reference[kind], kind
     health = httpx.get(f"{two_replicas}/health", timeout=10)
     assert health.status_code == 200
