@@ -61,7 +61,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _serve_on_ray(settings: Settings) -> int:
     """`voxflow serve --ray` (`voxflow.ray.launch`): a clear error without the ray extra."""
-    from voxflow.ray.launch import RayMissingError, check_ray_installed, joins_cluster
+    from voxflow.ray.launch import (
+        RayMissingError,
+        check_ray_installed,
+        joins_cluster,
+        serve_on_ray,
+    )
 
     try:
         check_ray_installed()
@@ -69,9 +74,10 @@ def _serve_on_ray(settings: Settings) -> int:
         raise CliError(str(exc)) from None
     if not joins_cluster(settings):  # a cluster's proxy may already listen there
         _check_port_free(settings.server.host, settings.server.port)
-    from voxflow.ray.launch import serve_on_ray
-
-    serve_on_ray(settings)
+    try:
+        serve_on_ray(settings)
+    except ConnectionError as exc:  # ray.address names no reachable cluster
+        raise CliError(f"cannot join the Ray cluster: {exc}") from None
     return 0
 
 
