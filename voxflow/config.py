@@ -286,8 +286,10 @@ class Settings(_Strict):
                         f"{owner[alias]}"
                     )
                 owner[alias] = f"an alias of models[{i}] ('{model.name}')"
+        # only a value the file sets: the plain server ignores ray:, so its default must
+        # never refuse an engine configured small (the Ray path checks the derived one)
         room = self.engine.max_inflight_requests + self.engine.max_queued_requests
-        if self.ray.max_ongoing_requests > room:
+        if self.ray.max_ongoing_requests is not None and self.ray.max_ongoing_requests > room:
             raise ValueError(
                 f"ray.max_ongoing_requests ({self.ray.max_ongoing_requests}) must be at most "
                 f"engine.max_inflight_requests + engine.max_queued_requests ({room}): a "

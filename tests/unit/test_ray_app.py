@@ -39,6 +39,14 @@ def test_a_range_autoscales_on_ongoing_requests():
         "min_replicas": 1, "initial_replicas": 1, "max_replicas": 4,
         "target_ongoing_requests": 6.0, "upscale_delay_s": 30.0, "downscale_delay_s": 600.0}
     assert options["backpressure_config"].retry_after_s == 3
+    assert options["max_ongoing_requests"] == 32  # null: engine.max_inflight_requests
+
+
+def test_a_target_above_what_a_replica_takes_is_refused_on_the_ray_path():
+    settings = load_settings(CONFIG, {"engine.max_inflight_requests": 4})  # target 8 > 4
+    with pytest.raises(ConfigError, match=r"ray.target_ongoing_requests \(8\) is more than a "
+                       r"replica takes at once \(4"):
+        deployment_options(settings)
 
 
 def test_the_serve_run_builder_reads_the_file_and_overrides():

@@ -17,7 +17,8 @@ def test_defaults_are_one_fixed_replica_with_a_queue_and_100_ms_pieces():
     ray = load_settings(None).ray
     assert ray == RaySettings()
     assert (ray.min_replicas, ray.max_replicas) == (1, 1)
-    assert (ray.target_ongoing_requests, ray.max_ongoing_requests) == (8.0, 32)
+    assert (ray.target_ongoing_requests, ray.max_ongoing_requests) == (8.0, None)
+    assert ray.ongoing_limit(32) == 32  # null: as many as the engine runs at once
     assert ray.max_queued_requests == 128
     assert ray.min_stream_chunk_ms == 100
     assert ray.address is None
@@ -36,7 +37,7 @@ def test_overrides_reach_the_section():
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"ray.min_replicas": 3, "ray.max_replicas": 2},
      "ray: Value error, max_replicas (2) must be at least min_replicas (3)"),
-    ({"ray.target_ongoing_requests": 40},
+    ({"ray.target_ongoing_requests": 40, "ray.max_ongoing_requests": 32},
      "max_ongoing_requests (32) must be at least target_ongoing_requests (40)"),
     ({"ray.min_replicas": 0}, "ray.min_replicas: Input should be greater than or equal to 1"),
     ({"ray.target_ongoing_requests": 0},
@@ -63,3 +64,9 @@ def test_a_replica_is_never_sent_more_than_its_engine_admits():
     ok = load_settings(None, {"engine.max_inflight_requests": 4, "engine.max_queued_requests": 4,
                               "ray.max_ongoing_requests": 8, "ray.target_ongoing_requests": 2})
     assert ok.ray.max_ongoing_requests == 8
+
+
+def test_the_plain_server_with_a_small_engine_is_not_refused_for_rays_defaults():
+    settings = load_settings(None, {"engine.max_inflight_requests": 1,
+                                    "engine.max_queued_requests": 0})
+    assert settings.ray.ongoing_limit(settings.engine.max_inflight_requests) == 1

@@ -69,11 +69,23 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
     `serve.deployment`): fixed ``num_replicas`` when ``min_replicas == max_replicas``, else
     an ``autoscaling_config`` on ongoing requests; Ray's queue answers 429 with
     ``Retry-After: engine.retry_after_s`` when full; open responses get
-    ``server.shutdown_grace_s`` when a replica stops."""
+    ``server.shutdown_grace_s`` when a replica stops.
+
+    Raises:
+        ConfigError: ``ray.target_ongoing_requests`` is more than a replica takes at once
+            (``ray.max_ongoing_requests``, else ``engine.max_inflight_requests``).
+    """
     ray = settings.ray
+    ongoing = ray.ongoing_limit(settings.engine.max_inflight_requests)
+    if ongoing < ray.target_ongoing_requests:
+        raise ConfigError(
+            f"invalid configuration: ray.target_ongoing_requests "
+            f"({ray.target_ongoing_requests:g}) is more than a replica takes at once "
+            f"({ongoing}: ray.max_ongoing_requests, else engine.max_inflight_requests)"
+        )
     options: dict[str, Any] = {
         "name": DEPLOYMENT_NAME,
-        "max_ongoing_requests": ray.max_ongoing_requests,
+        "max_ongoing_requests": ongoing,
         "max_queued_requests": ray.max_queued_requests,
         "backpressure_config": BackpressureConfig(
             status_code=429, retry_after_s=settings.engine.retry_after_s,

@@ -38,9 +38,10 @@ class RaySettings(BaseModel):
         "replica (streams count until their last byte) the autoscaler steers towards by adding "
         "or removing replicas.",
     )
-    max_ongoing_requests: int = Field(
-        32, ge=1,
+    max_ongoing_requests: int | None = Field(
+        None, ge=1,
         description="Most requests Ray sends one replica at once; the rest wait in Ray's queue. "
+        "null = `engine.max_inflight_requests` (as many as the replica's engine runs at once). "
         "At least `target_ongoing_requests`, and at most `engine.max_inflight_requests` + "
         "`engine.max_queued_requests` so the replica's engine never refuses what Ray sends it.",
     )
@@ -79,13 +80,19 @@ class RaySettings(BaseModel):
                 f"max_replicas ({self.max_replicas}) must be at least min_replicas "
                 f"({self.min_replicas})"
             )
-        if self.max_ongoing_requests < self.target_ongoing_requests:
+        if (self.max_ongoing_requests is not None
+                and self.max_ongoing_requests < self.target_ongoing_requests):
             raise ValueError(
                 f"max_ongoing_requests ({self.max_ongoing_requests}) must be at least "
                 f"target_ongoing_requests ({self.target_ongoing_requests:g}): a replica could "
                 "never reach the load the autoscaler aims for"
             )
         return self
+
+    def ongoing_limit(self, engine_inflight: int) -> int:
+        """`max_ongoing_requests`, or `engine_inflight` (the engine's
+        ``max_inflight_requests``) when it is null."""
+        return self.max_ongoing_requests or engine_inflight
 
 
 __all__ = ["RaySettings"]
