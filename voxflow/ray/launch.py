@@ -51,6 +51,7 @@ def serve_on_ray(settings: Settings) -> None:
 
     Raises:
         RayMissingError: the ``ray`` extra is not installed.
+        ConfigError: the ``ray:`` settings do not fit the engine's (`application`).
         ConnectionError: ``ray.address`` names no reachable cluster (Ray's own error).
     """
     check_ray_installed()
@@ -62,12 +63,13 @@ def serve_on_ray(settings: Settings) -> None:
     # Ray's proxy reads its middlewares from the environment when it starts: set here, it
     # reaches a local Ray instance; a cluster's head needs it at `ray start` (docs/scale-out.md)
     os.environ.setdefault(CALLBACK_ENV, CALLBACK)
+    app = application(settings)  # raises ConfigError before any Ray process starts
     local = not joins_cluster(settings)
     ray.init(address=settings.ray.address, include_dashboard=False if local else None)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         serve.start(http_options={"host": settings.server.host, "port": settings.server.port})
-        serve.run(application(settings), name=APP_NAME, route_prefix="/")
+        serve.run(app, name=APP_NAME, route_prefix="/")
         log.info("serving on http://%s:%d through Ray Serve (%s)", settings.server.host,
                  settings.server.port, "local Ray" if local else "cluster")
         while True:
