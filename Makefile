@@ -1,6 +1,6 @@
 # Two set-up commands on a fresh machine: `make serve` and `make test`.
 # `make serve` installs the runtime only (`pip install -e .`); `make test`, `make test-fast`,
-# `make lint` and `make install-test` (benchmarks and eval) add the test extras (torch,
+# `make lint` and `make install-test` (benchmarks and eval) add the test extras (torch, ray,
 # faster-whisper, flask, openai, pytest, ruff, mypy). Each has its own stamp, named after a hash of
 # pyproject.toml, so `make test` after `make serve` installs only what is missing.
 PYTHON ?= python3

@@ -27,6 +27,7 @@ from pydantic import (
 
 from voxflow.api_keys import ENV_VAR, ApiKeysError, collect_api_keys, key_problem
 from voxflow.models.registry import family_settings_type
+from voxflow.ray.settings import RaySettings
 
 # An Origin header's value: scheme://host[:port], nothing after it.
 _ORIGIN = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#\s]+")
@@ -264,6 +265,11 @@ class Settings(_Strict):
     models: list[ModelSettings] = Field(
         min_length=1, description="The served models; a file that names none serves Piper."
     )
+    ray: RaySettings = Field(
+        RaySettings(),
+        description="Scale-out on Ray Serve (`voxflow serve --ray`, docs/scale-out.md): "
+        "replicas, autoscaling and Ray's queue. The plain server ignores it.",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:
@@ -280,6 +286,15 @@ class Settings(_Strict):
                         f"{owner[alias]}"
                     )
                 owner[alias] = f"an alias of models[{i}] ('{model.name}')"
+        # only a value the file sets: the plain server ignores ray:, so its default must
+        # never refuse an engine configured small (the Ray path checks the derived one)
+        room = self.engine.max_inflight_requests + self.engine.max_queued_requests
+        if self.ray.max_ongoing_requests is not None and self.ray.max_ongoing_requests > room:
+            raise ValueError(
+                f"ray.max_ongoing_requests ({self.ray.max_ongoing_requests}) must be at most "
+                f"engine.max_inflight_requests + engine.max_queued_requests ({room}): a "
+                "replica's engine would refuse with a 429 requests Ray sent it"
+            )
         return self
 
 

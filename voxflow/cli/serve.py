@@ -1,4 +1,5 @@
-"""`voxflow serve`: validate the settings, log them, run the HTTP server."""
+"""`voxflow serve`: validate the settings, log them, run the HTTP server (or, with ``--ray``,
+deploy the same app on Ray Serve: `voxflow.ray.launch`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 import math
 
 from voxflow.cli.common import CliError, load_cli_settings
+from voxflow.config import Settings
 from voxflow.logging_setup import configure_logging
 
 log = logging.getLogger(__name__)
@@ -20,6 +22,11 @@ def add_serve(commands, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--host", help="bind address (server.host)")
     p.add_argument("--port", type=int, help="TCP port (server.port)")
+    p.add_argument(
+        "--ray", action="store_true",
+        help="serve through Ray Serve: replicas of the app, one engine each, autoscaled by "
+        "the ray: settings (needs the ray extra; docs/scale-out.md)",
+    )
     p.set_defaults(handler=cmd_serve)
 
 
@@ -30,6 +37,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(settings.server.log_level)
     log.info("settings: %s", settings.model_dump_json())  # API keys show as **********
     warn_if_open(settings.server.host, bool(settings.server.api_keys))
+    if args.ray:
+        return _serve_on_ray(settings)
     _check_port_free(settings.server.host, settings.server.port)
 
     import uvicorn
@@ -47,6 +56,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # uvicorn takes whole seconds here: round a fraction up, never to no grace at all
         timeout_graceful_shutdown=math.ceil(settings.server.shutdown_grace_s),
     )
+    return 0
+
+
+def _serve_on_ray(settings: Settings) -> int:
+    """`voxflow serve --ray` (`voxflow.ray.launch`): a clear error without the ray extra."""
+    from voxflow.ray.launch import (
+        RayMissingError,
+        check_ray_installed,
+        joins_cluster,
+        serve_on_ray,
+    )
+
+    try:
+        check_ray_installed()
+    except RayMissingError as exc:
+        raise CliError(str(exc)) from None
+    if not joins_cluster(settings):  # a cluster's proxy may already listen there
+        _check_port_free(settings.server.host, settings.server.port)
+    try:
+        serve_on_ray(settings)
+    except ConnectionError as exc:  # ray.address names no reachable cluster
+        raise CliError(f"cannot join the Ray cluster: {exc}") from None
     return 0
 
 

@@ -127,16 +127,26 @@ async def metrics(request: Request) -> Response:
     return Response(generate_latest(engine.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
+def create_app(settings: Settings, engine: Engine | None = None, *,
+               min_stream_chunk_s: float = 0.0) -> FastAPI:
     """Build the app; its lifespan starts `engine` (a new one from `settings` by default).
 
     A model that fails to load fails start-up (the server exits with the error logged).
 
+    Args:
+        min_stream_chunk_s: a streamed response's body pieces hold at least this many seconds
+            of audio (the engine's chunks joined, `voxflow.server.coalesce`; the last may be
+            shorter); 0 = each chunk as the engine produces it. Ray Serve replicas set it
+            (``ray.min_stream_chunk_ms``), since each piece is a hop through Ray.
+
     Raises:
         ConfigError: ``server.api_keys_file`` is set but `settings` hold no key (they did not
             come from `load_settings`, which reads the file).
+        ValueError: `min_stream_chunk_s` is negative.
     """
     keys = [key.get_secret_value() for key in settings.server.api_keys]
+    if min_stream_chunk_s < 0:
+        raise ValueError(f"min_stream_chunk_s must be >= 0, not {min_stream_chunk_s}")
     if settings.server.api_keys_file is not None and not keys:
         # only settings that skipped load_settings (which reads the file) get here: fail
         # closed rather than serve openly
@@ -159,6 +169,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
                   redirect_slashes=False)
     app.state.engine = engine
     app.state.settings = settings
+    app.state.min_stream_chunk_s = min_stream_chunk_s
     install_error_handlers(app)
     public = open_paths(settings.server)
     # no 422 in /docs (never sent); with keys, the bearer scheme and the 401s

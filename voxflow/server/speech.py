@@ -34,6 +34,7 @@ from voxflow.engine.request import AudioChunk, SpeechRequest, TimedWord
 from voxflow.engine.stream import SpeechStream
 from voxflow.errors import InvalidRequestError, VoxflowError
 from voxflow.models.cloning import VoiceCloning
+from voxflow.server.coalesce import coalesced
 from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
 from voxflow.server.words import word_event
@@ -139,9 +140,10 @@ class StreamAborted(Exception):
     """A streamed body failed after its headers were sent (timeout, stage error)."""
 
 
-async def _audio_bytes(stream: SpeechStream, first: AudioChunk, fmt: str) -> AsyncIterator[bytes]:
+async def _audio_bytes(stream: SpeechStream, first: AudioChunk, fmt: str,
+                       min_samples: int) -> AsyncIterator[bytes]:
     try:
-        async for data in _encoded(stream, first, fmt):
+        async for data in _encoded(stream, first, fmt, min_samples):
             yield data
     except VoxflowError as exc:
         log.error("stream %s ended early: %s", stream.request_id, exc.message)
@@ -153,12 +155,12 @@ def _sse(event: dict) -> bytes:
 
 
 async def _sse_events(
-    stream: SpeechStream, first: AudioChunk, fmt: str, text: str
+    stream: SpeechStream, first: AudioChunk, fmt: str, text: str, min_samples: int
 ) -> AsyncIterator[bytes]:
     samples = 0
     n_chars = len(text)
     try:
-        async for words, data in _encoded_chunks(stream, first, fmt):
+        async for words, data in _encoded_chunks(stream, first, fmt, min_samples):
             for word in words:  # before the audio that starts them
                 yield _sse(word_event(text, word))
             if data:
@@ -176,23 +178,31 @@ async def _sse_events(
         yield _sse({"type": "error", **exc.to_dict()})
 
 
-async def _encoded(stream: SpeechStream, first: AudioChunk, fmt: str) -> AsyncIterator[bytes]:
+async def _encoded(stream: SpeechStream, first: AudioChunk, fmt: str,
+                   min_samples: int) -> AsyncIterator[bytes]:
     """Encoded bytes of each chunk as it arrives; raises the stream's error if it fails."""
-    async for _, data in _encoded_chunks(stream, first, fmt):
+    async for _, data in _encoded_chunks(stream, first, fmt, min_samples):
         if data:
             yield data
 
 
-async def _encoded_chunks(
-    stream: SpeechStream, first: AudioChunk, fmt: str
-) -> AsyncIterator[tuple[tuple[TimedWord, ...], bytes]]:
-    """Per chunk as it arrives, its words and its encoded bytes (maybe b""), then the
-    encoder's tail; raises the stream's error if it fails."""
-    encoder = open_stream_encoder(fmt, stream.sample_rate)
+async def _engine_chunks(stream: SpeechStream, first: AudioChunk) -> AsyncIterator[AudioChunk]:
+    """`first`, then the stream's chunks up to its last (or until it is closed)."""
     chunk: AudioChunk | None = first
     while chunk is not None:
-        yield chunk.words, encoder.push(chunk.samples)
+        yield chunk
         chunk = None if chunk.is_last else await anext(stream, None)
+
+
+async def _encoded_chunks(
+    stream: SpeechStream, first: AudioChunk, fmt: str, min_samples: int = 0
+) -> AsyncIterator[tuple[tuple[TimedWord, ...], bytes]]:
+    """Per chunk as it arrives (joined to at least `min_samples` samples, `coalesce`), its
+    words and its encoded bytes (maybe b""), then the encoder's tail; raises the stream's
+    error if it fails."""
+    encoder = open_stream_encoder(fmt, stream.sample_rate)
+    async for chunk in coalesced(_engine_chunks(stream, first), min_samples):
+        yield chunk.words, encoder.push(chunk.samples)
     yield (), encoder.finish()
 
 
@@ -253,11 +263,13 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
         return Response(status_code=CLIENT_CLOSED)
     finally:
         watcher.cancel()
+    # behind Ray Serve each streamed piece costs a hop: pieces of at least this much audio
+    min_samples = round(request.app.state.min_stream_chunk_s * stream.sample_rate)
     if body.stream_format == "sse":
-        content = _sse_events(stream, first, fmt, body.input)
+        content = _sse_events(stream, first, fmt, body.input, min_samples)
         media = "text/event-stream"
     else:
-        content = _audio_bytes(stream, first, fmt)
+        content = _audio_bytes(stream, first, fmt, min_samples)
         media = content_type(fmt)
     return CancellingStreamingResponse(content, stream, media_type=media,
                                        headers=_headers(stream, engine))

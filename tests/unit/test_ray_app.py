@@ -1,0 +1,55 @@
+"""The Serve deployment options voxflow derives from the `ray:` settings, and the `serve run`
+builder (needs Ray, starts none; skipped without the ray extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from voxflow.config import ConfigError, load_settings
+
+pytest.importorskip("ray.serve", reason="Ray is not installed: pip install -e '.[ray]'")
+
+from ray.serve import Application  # noqa: E402
+
+from voxflow.ray.app import build, deployment_options  # noqa: E402
+
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "piper.yaml"
+
+
+def test_equal_bounds_give_a_fixed_number_of_replicas():
+    options = deployment_options(load_settings(CONFIG, {"ray.min_replicas": 2,
+                                                        "ray.max_replicas": 2}))
+    assert options["num_replicas"] == 2
+    assert "autoscaling_config" not in options
+    assert (options["max_ongoing_requests"], options["max_queued_requests"]) == (32, 128)
+    assert options["ray_actor_options"] == {"num_cpus": 1.0}
+    assert options["graceful_shutdown_timeout_s"] == 10.0
+    backpressure = options["backpressure_config"]
+    assert (backpressure.status_code, backpressure.retry_after_s) == (429, 1)
+
+
+def test_a_range_autoscales_on_ongoing_requests():
+    options = deployment_options(load_settings(CONFIG, {
+        "ray.min_replicas": 1, "ray.max_replicas": 4, "ray.target_ongoing_requests": 6,
+        "engine.retry_after_s": 3}))
+    assert "num_replicas" not in options
+    assert options["autoscaling_config"] == {
+        "min_replicas": 1, "initial_replicas": 1, "max_replicas": 4,
+        "target_ongoing_requests": 6.0, "upscale_delay_s": 30.0, "downscale_delay_s": 600.0}
+    assert options["backpressure_config"].retry_after_s == 3
+    assert options["max_ongoing_requests"] == 32  # null: engine.max_inflight_requests
+
+
+def test_a_target_above_what_a_replica_takes_is_refused_on_the_ray_path():
+    settings = load_settings(CONFIG, {"engine.max_inflight_requests": 4})  # target 8 > 4
+    with pytest.raises(ConfigError, match=r"ray.target_ongoing_requests \(8\) is more than a "
+                       r"replica takes at once \(4"):
+        deployment_options(settings)
+
+
+def test_the_serve_run_builder_reads_the_file_and_overrides():
+    assert isinstance(build({"config": str(CONFIG), "ray.max_replicas": "3"}), Application)
+    with pytest.raises(ConfigError, match="max_replicas"):
+        build({"config": str(CONFIG), "ray.max_replicas": "0"})

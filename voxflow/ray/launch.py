@@ -1,0 +1,89 @@
+"""``voxflow serve --ray``: deploy the app on Ray Serve and stay up until interrupted.
+
+Joins the Ray cluster of ``ray.address`` (or ``RAY_ADDRESS``), or starts a Ray instance on this
+machine for this process, starts Serve's HTTP proxy on ``server.host``:``server.port`` and
+deploys `voxflow.ray.app.application`. Ctrl-C or SIGTERM deletes the application (and stops the
+local Ray instance when this process started it). docs/scale-out.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from types import FrameType
+
+from voxflow.config import Settings
+from voxflow.ray.proxy import CALLBACK, CALLBACK_ENV
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = ("voxflow serve --ray needs Ray Serve, which is not installed: "
+                "pip install 'voxflow[ray]' (in a checkout: pip install -e '.[ray]')")
+"""The message of `RayMissingError`."""
+
+
+class RayMissingError(RuntimeError):
+    """The ``ray`` extra is not installed (the message says how to install it)."""
+
+
+def check_ray_installed() -> None:
+    """Raises RayMissingError unless Ray Serve can be imported (before any model loads)."""
+    try:
+        import ray.serve  # noqa: F401
+    except ImportError as exc:
+        raise RayMissingError(INSTALL_HINT) from exc
+
+
+def joins_cluster(settings: Settings) -> bool:
+    """Whether ``serve --ray`` joins a running cluster (``ray.address`` or ``RAY_ADDRESS``)
+    rather than starting a Ray instance of its own on this machine."""
+    return bool(settings.ray.address or os.environ.get("RAY_ADDRESS"))
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def serve_on_ray(settings: Settings) -> None:
+    """Deploy `settings` on Ray Serve and block until Ctrl-C or SIGTERM.
+
+    Raises:
+        RayMissingError: the ``ray`` extra is not installed.
+        ConfigError: the ``ray:`` settings do not fit the engine's (`application`).
+        ConnectionError: ``ray.address`` names no reachable cluster (Ray's own error).
+    """
+    check_ray_installed()
+    import ray
+    from ray import serve
+
+    from voxflow.ray.app import APP_NAME, application
+
+    # Ray's proxy reads its middlewares from the environment when it starts: set here, it
+    # reaches a local Ray instance; a cluster's head needs it at `ray start` (docs/scale-out.md)
+    os.environ.setdefault(CALLBACK_ENV, CALLBACK)
+    app = application(settings)  # raises ConfigError before any Ray process starts
+    local = not joins_cluster(settings)
+    ray.init(address=settings.ray.address, include_dashboard=False if local else None)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        serve.start(http_options={"host": settings.server.host, "port": settings.server.port})
+        serve.run(app, name=APP_NAME, route_prefix="/")
+        log.info("serving on http://%s:%d through Ray Serve (%s)", settings.server.host,
+                 settings.server.port, "local Ray" if local else "cluster")
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        log.info("stopping")
+    finally:
+        try:
+            serve.delete(APP_NAME)
+        finally:
+            if local:
+                serve.shutdown()
+            ray.shutdown()
+
+
+__all__ = ["INSTALL_HINT", "RayMissingError", "check_ray_installed", "joins_cluster",
+           "serve_on_ray"]
