@@ -53,6 +53,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # voxflow.access logs each speech request (voxflow.server.request_id); uvicorn's own
         # access line would be a second, poorer line per request
         access_log=False,
+        # asyncio and h11 whatever else is installed: the Ray extra pulls in uvloop and
+        # httptools, and uvicorn's "auto" would then serve (and benchmark) on another event
+        # loop and HTTP parser than a runtime-only install (`make serve`) runs
+        loop="asyncio",
+        http="h11",
         # uvicorn takes whole seconds here: round a fraction up, never to no grace at all
         timeout_graceful_shutdown=math.ceil(settings.server.shutdown_grace_s),
     )
