@@ -265,6 +265,19 @@ class Engine:
             ModelNotFoundError, InvalidRequestError (param names the field), EngineNotReadyError.
         """
         check_input(request.text, self.max_input_chars)
+        family = self.check_options(request)
+        document = parse_input(request.text, say_as_language=None)  # say-as as written
+        _check_run_speeds(document, request.speed)
+        return family, self._read_in_language(request, family, document)
+
+    def check_options(self, request: SpeechRequest) -> ModelFamily:
+        """Every check of `prepare` but the input's: model, voice, language, speed, seed and
+        word timestamps (for a stream whose text comes later). Aliases must be resolved
+        (`resolve`). Returns the family.
+
+        Raises:
+            ModelNotFoundError, InvalidRequestError (param names the field), EngineNotReadyError.
+        """
         family = self.family(request.model)
         if request.voice not in family.voices:
             raise InvalidRequestError(
@@ -285,9 +298,7 @@ class Engine:
                 param="timestamps",
                 code="timestamps_unsupported",
             )
-        document = parse_input(request.text, say_as_language=None)  # say-as as written
-        _check_run_speeds(document, request.speed)
-        return family, self._read_in_language(request, family, document)
+        return family
 
     def _read_in_language(
         self, request: SpeechRequest, family: ModelFamily, written: SpeechDocument
