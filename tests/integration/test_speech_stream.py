@@ -275,3 +275,23 @@ def test_the_session_id_is_the_handshake_request_id_and_logged(joe_server, caplo
     assert (record.status, record.model, record.chars, record.complete) == (200, "piper", 15,
                                                                             True)
     assert record.audio_s == round(len(got.audio) / 2 / RATE, 3)
+
+
+def test_text_far_ahead_of_speech_is_refused_not_hoarded():
+    from conftest import start_server
+
+    live = start_server({"server.max_input_chars": 100})  # a session holds 64 x 100 at most
+    try:
+        sentence = "This sentence is here to fill the stream with text faster than speech. "
+        with StreamClient(live.url) as client:
+            client.send(config())
+            for _ in range(2 * 6400 // len(sentence)):  # twice the limit: far ahead
+                client.text(sentence)
+            got = client.finish()
+        error = got.of_type("error")[0]["error"]
+        assert (error["code"], error["param"]) == ("input_too_long", "text")
+        assert "not yet spoken; the limit is 6400" in error["message"]
+        assert (got.close_code, got.close_reason) == (4400, "input_too_long")
+        wait_all_zero(live)
+    finally:
+        live.stop()

@@ -33,7 +33,7 @@ from voxflow.audio.stream import StreamEncoder, open_stream_encoder
 from voxflow.config import Settings
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import SpeechRequest
-from voxflow.errors import VoxflowError
+from voxflow.errors import InvalidRequestError, VoxflowError
 from voxflow.server.request_id import AccessRecord, accepted_request_id, log_access, new_request_id
 from voxflow.server.schemas import StreamConfig
 from voxflow.server.speech import CLIENT_CLOSED, hold_saved_voice
@@ -57,6 +57,11 @@ log = logging.getLogger(__name__)
 
 STREAM_PATH = "/v1/audio/speech/stream"
 
+
+MAX_UNSPOKEN_INPUTS = 64
+"""A session holds at most this many times `server.max_input_chars` of text received and not
+yet being spoken (64 x 4,096 characters: about four hours of speech); more is refused
+(``input_too_long``), so a client cannot fill the server's memory with text."""
 
 
 def _server_error() -> VoxflowError:
@@ -84,6 +89,8 @@ class StreamSession:
         self.engine = engine
         self.max_chars = settings.server.max_input_chars
         self.wait_s = settings.server.stream_clause_wait_s
+        self.max_unspoken_chars = MAX_UNSPOKEN_INPUTS * self.max_chars
+        self._unspoken_chars = 0  # in spans queued, not yet taken by the speaker
         self.access = AccessRecord(request_id, stream=True)
         self._inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._spans: asyncio.Queue[TextSpan | None] = asyncio.Queue()
@@ -208,7 +215,16 @@ class StreamSession:
 
     def _queue(self, spans: list[TextSpan]) -> None:
         for span in spans:
+            self._unspoken_chars += len(span.text)
             self._spans.put_nowait(span)
+        held = self._unspoken_chars + (len(self._buffer.pending) if self._buffer else 0)
+        if held > self.max_unspoken_chars:
+            raise InvalidRequestError(
+                f"The stream holds {held} characters not yet spoken; the limit is "
+                f"{self.max_unspoken_chars} (MAX_UNSPOKEN_INPUTS x server.max_input_chars): "
+                "send text no faster than it can be spoken.",
+                param="text", code="input_too_long",
+            )
 
     # ---- the speaker -------------------------------------------------------------------------
     async def _speak_all(self) -> None:
@@ -217,6 +233,7 @@ class StreamSession:
         unspoken: list[str] = []
         try:
             while (span := await self._spans.get()) is not None:
+                self._unspoken_chars -= len(span.text)
                 if speakable(span):
                     await self._speak(span)
                 else:  # symbols only: nothing to say, unless nothing else ever is
