@@ -354,11 +354,15 @@ class Engine:
         return document
 
     def submit(
-        self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None
+        self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None,
+        listener_ends_at: float | None = None,
     ) -> SpeechStream:
         """Validate and admit a request; returns its chunk stream (iterate it to start work).
 
-        Must be called on the event loop thread.
+        Must be called on the event loop thread. `listener_ends_at`: perf_counter seconds when
+        audio that earlier requests sent to the same listener plays out (a speech stream's
+        next segment): the request is then scheduled as that audio's continuation
+        (`RequestState.due`), not as a new arrival.
 
         Raises:
             ModelNotFoundError, InvalidRequestError, EngineNotReadyError: bad or early request.
@@ -379,7 +383,8 @@ class Engine:
         seed = request.seed if request.seed is not None else secrets.randbits(63)
         voice = family.voices[request.voice]
         deadlines = Deadlines(cfg.ttfa_target_s, cfg.continuation_lead_s)
-        state = RequestState(request, seed, voice.sample_rate, sink, deadlines)
+        state = RequestState(request, seed, voice.sample_rate, sink, deadlines,
+                             listener_ends_at=listener_ends_at)
         state.document = document
         state.on_end(self._releaser(request.model, state.id))
         first = self.models[request.model].queues[0]

@@ -257,7 +257,10 @@ class StreamSession:
         assert self._base is not None and self._encoder is not None
         index = self.segments
         request = replace(self._base, text=span.text, request_id=f"{self.request_id}-{index}")
-        stream = self.engine.submit(request)
+        first = self.access.first_byte_at  # the listener's first audio, if any yet
+        ends = None if first is None else first + self.samples / self.sample_rate
+        # scheduled as the continuation of the audio sent so far, not as a new arrival
+        stream = self.engine.submit(request, listener_ends_at=ends)
         hold_saved_voice(self.engine, stream)
         rate = self.sample_rate
         start = self.samples
