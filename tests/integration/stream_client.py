@@ -11,12 +11,7 @@ from dataclasses import dataclass, field
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-PATH = "/v1/audio/speech/stream"
-
-
-def stream_url(http_url: str) -> str:
-    """The stream route's ws:// URL on the server at `http_url`."""
-    return http_url.replace("http://", "ws://", 1) + PATH
+from voxflow.bench.ws_client import stream_url
 
 
 @dataclass
