@@ -295,3 +295,24 @@ def test_text_far_ahead_of_speech_is_refused_not_hoarded():
         wait_all_zero(live)
     finally:
         live.stop()
+
+
+def test_a_kokoro_voice_streams_at_its_own_rate_and_refuses_timestamps(multi_server):
+    with StreamClient(multi_server.url) as client:
+        client.send(config(model="kokoro", voice="jm_kumo", timestamps=True))
+        refused = client.finish(timeout=60)
+    assert refused.of_type("error")[0]["error"]["code"] == "timestamps_unsupported"
+    assert (refused.close_code, refused.close_reason) == (4400, "timestamps_unsupported")
+    text = "こんにちは。今日の説明を始めます。"
+    with StreamClient(multi_server.url) as client:
+        client.send(config(model="kokoro", voice="jm_kumo"))
+        client.text(text)
+        client.send({"type": "end"})
+        got = client.finish()
+    assert got.close_code == 1000 and got.events[0]["sample_rate"] == 24000
+    spoken = [s["text"] for s in got.of_type("segment.start")]
+    assert spoken == ["こんにちは。", "今日の説明を始めます。"]
+    reference = b"".join(httpx.post(f"{multi_server.url}/v1/audio/speech", timeout=120, json={
+        "model": "kokoro", "voice": "jm_kumo", "input": s, "response_format": "pcm",
+        "stream": False}).content for s in spoken)
+    assert got.audio == reference  # Kokoro has no randomness: no seed needed
