@@ -81,6 +81,13 @@ class ServerSettings(_Strict):
         "file plus the form fields), in bytes; a larger upload is refused with a 413 before it "
         "is read further.",
     )
+    stream_clause_wait_s: float = Field(
+        0.5, ge=0.05, le=60.0,
+        description="`WS /v1/audio/speech/stream`: seconds without new text after which the "
+        "text received is spoken up to its last clause or sentence punctuation (`, ; : ! ? .`), "
+        "though no later text has shown its sentence complete. A complete sentence is spoken "
+        "at once, without this wait.",
+    )
     cors_origins: list[str] = Field(
         default_factory=list,
         description="Browser origins (`https://app.example.com`, `http://localhost:5173`, or "

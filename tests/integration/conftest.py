@@ -70,6 +70,23 @@ def start_server(overrides: dict | None = None, config: str | None = None) -> Li
     return LiveServer(url, app, server, thread)
 
 
+class QuietLoad:
+    """The bench's load source on an idle machine (its idle gate passes at once)."""
+
+    def sample(self):
+        from voxflow.bench.idle import LoadSample
+
+        return LoadSample(0.0)
+
+
+@pytest.fixture
+def quiet(monkeypatch):
+    """`voxflow bench` sees an idle machine: its gate does not wait for other processes."""
+    from voxflow.bench import command
+
+    monkeypatch.setattr(command, "make_load_source", QuietLoad)
+
+
 @pytest.fixture(scope="session")
 def joe_server() -> Iterator[LiveServer]:
     """The default deployment (model piper, voice joe) on loopback."""

@@ -118,3 +118,20 @@ def test_no_key_shows_in_answers_or_in_the_log(keyed_server, caplog) -> None:
                if r.name == "voxflow.access")
     for secret in (*KEYS, attempt):
         assert secret not in caplog.text
+
+
+def test_the_speech_stream_needs_the_key_too(keyed_server) -> None:
+    from stream_client import StreamClient, config
+    from websockets.exceptions import InvalidStatus
+
+    for headers in (None, {"Authorization": f"Bearer {CONFIG_KEY}0"}):
+        # the middleware closes before accepting: uvicorn refuses the handshake
+        with pytest.raises(InvalidStatus) as refused:
+            StreamClient(keyed_server.url, headers=headers)
+        assert refused.value.response.status_code == 403
+    with StreamClient(keyed_server.url, headers={"Authorization": f"Bearer {ENV_KEY}"}) as c:
+        c.send(config())
+        c.text(TEXT)
+        c.send({"type": "end"})
+        got = c.finish()
+    assert got.close_code == 1000 and len(got.audio) > 22050 * 2

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import QuietLoad
 
 from voxflow.bench import command
 from voxflow.bench.arms import free_port
@@ -23,11 +24,6 @@ from voxflow.cli import main
 pytestmark = pytest.mark.integration
 
 FAKE_SERVER = Path(__file__).with_name("fake_speech_server.py")
-
-
-class QuietLoad:
-    def sample(self) -> LoadSample:
-        return LoadSample(0.0)
 
 
 class QuietMeteredLoad(QuietLoad):
@@ -49,11 +45,6 @@ class BusyLoad:
     def sample(self) -> LoadSample:
         time.sleep(0.02)
         return LoadSample(90.0)
-
-
-@pytest.fixture
-def quiet(monkeypatch):
-    monkeypatch.setattr(command, "make_load_source", QuietLoad)
 
 
 def start_fake(*flags: str) -> tuple[subprocess.Popen, str]:

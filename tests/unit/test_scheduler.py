@@ -96,6 +96,47 @@ def test_stream_with_audio_to_spare_lets_a_new_request_go_first():
     assert _drain_names(q, names) == [["new0"], ["old1"]]
 
 
+def _continuing(seconds_left: float):
+    """A new request (a speech stream's next segment) whose listener still has
+    `seconds_left` of earlier requests' audio to play."""
+    state, _ = make_state()
+    state.listener_ends_at = time.perf_counter() + seconds_left
+    return state
+
+
+def test_a_stream_segment_with_audio_to_spare_lets_a_new_request_go_first():
+    q, _ = _queue(KeyedStage(max_batch_size=1))
+    spare = _continuing(seconds_left=3.0)  # due in 2 s: its listener hears 3 s more first
+    new, _ = make_state()
+    names = {id(spare): "spare", id(new): "new"}
+    q.put(job(spare, 0, "x"))
+    q.put(job(new, 0, "x"))
+    assert _drain_names(q, names) == [["new0"], ["spare0"]]
+
+
+def test_a_stream_segment_whose_listener_runs_dry_goes_first():
+    q, _ = _queue(KeyedStage(max_batch_size=1))
+    late, _ = make_state()
+    late.submitted_at -= 5.0  # a new request already 4 s past its first audio's target
+    dry = _continuing(seconds_left=0.3)  # due 0.7 s ago
+    names = {id(late): "late", id(dry): "dry"}
+    q.put(job(late, 0, "x"))
+    q.put(job(dry, 0, "x"))
+    assert _drain_names(q, names) == [["dry0"], ["late0"]]
+
+
+def test_a_continuing_request_is_due_by_its_listeners_playback():
+    state = _continuing(seconds_left=3.0)
+    now = time.perf_counter()
+    assert state.due(0, now) == pytest.approx(state.listener_ends_at - 1.0)  # 1 s lead
+    assert state.due(1, now) == pytest.approx(state.listener_ends_at + 1.0)  # + one estimate
+    assert state.slack(0, now) == pytest.approx(state.listener_ends_at - now)
+    # once its own audio flows, it plays after the listener's earlier audio
+    state.set_segment_count(2)
+    state.deliver(0, np.zeros(8000 * 2, np.float32))  # 2 s at 8 kHz
+    assert state.due(1, now) == pytest.approx(state.listener_ends_at + 2.0 - 1.0)
+
+
 def test_whole_request_items_count_as_first():
     q, _ = _queue(KeyedStage(max_batch_size=1))
     a, _ = make_state()

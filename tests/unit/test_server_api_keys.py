@@ -169,6 +169,21 @@ def test_a_websocket_handshake_without_the_key_is_closed_1008(keyed) -> None:
     assert closed.value.code != 1008  # past the key: no such route, the router closes it
 
 
+def test_the_speech_stream_route_is_behind_the_key(keyed) -> None:
+    with pytest.raises(WebSocketDisconnect) as closed, keyed.websocket_connect(
+        "/v1/audio/speech/stream"
+    ):
+        pass
+    assert closed.value.code == 1008
+    with keyed.websocket_connect("/v1/audio/speech/stream", headers=bearer(KEY)) as ws:
+        ws.send_json({"type": "config", "model": "piper", "voice": "joe"})
+        event = ws.receive_json()  # past the key: the route answers (no model loaded here)
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+    assert event["error"]["code"] == "model_not_ready"
+    assert (closed.value.code, closed.value.reason) == (4503, "model_not_ready")
+
+
 def test_a_refusal_is_logged_without_the_key(keyed, caplog) -> None:
     caplog.set_level(logging.INFO, logger="voxflow.server.auth")
     keyed.get("/v1/models", headers={**bearer("sk-attempted-secret"), "X-Request-Id": "rid-7"})

@@ -118,6 +118,7 @@ def bench_run(args: argparse.Namespace) -> int:
     if open_plan is not None and (args.check or args.save_audio_dir):
         raise BenchError("--check and --save-audio-dir work with --concurrency only, not with "
                          "--request-rate or --find-capacity", EXIT_USAGE)
+    _check_ws(args, open_plan is not None)
     dropped = _warn_dropped(adapter)
     record = _header(args, "run")
     record["server"] = {"engine": args.engine, "url": adapter.target.url,
@@ -139,6 +140,19 @@ def bench_run(args: argparse.Namespace) -> int:
         write_json(args.out, record)
         say(f"wrote {args.out}")
     return 0
+
+
+def _check_ws(args: argparse.Namespace, open_loop: bool) -> None:
+    """``--ws`` is a closed-loop sweep of voxflow's stream route, nothing else."""
+    if not args.ws:
+        return
+    clash = [name for name, on in (("--request-rate/--find-capacity", open_loop),
+                                   ("--check", bool(args.check)), ("--sse", args.sse),
+                                   (f"--engine {args.engine}", args.engine != "openai"))
+             if on]
+    if clash:
+        raise BenchError(f"--ws measures voxflow's WS /v1/audio/speech/stream with "
+                         f"--concurrency only; drop {', '.join(clash)}", EXIT_USAGE)
 
 
 def _open_loop(args, adapter: Adapter, cases: list[Case], plan, record: dict[str, Any]) -> int:

@@ -25,6 +25,7 @@ script (each file is one request)."""
 DEFAULT_SENTENCES = DATA_DIR / "sentences.txt"
 DEFAULT_CONCURRENCY = "1,4,8,16"
 DEFAULT_IDLE_TIMEOUT_S = 600.0
+DEFAULT_WS_WORDS_PER_S = 20.0
 
 
 def positive_int(text: str) -> int:
@@ -190,6 +191,18 @@ def add_request_options(p: argparse.ArgumentParser) -> None:
                    help="seconds a request may take (120)")
 
 
+def add_ws_options(p: argparse.ArgumentParser) -> None:
+    """``bench run --ws``: streamed text input (`voxflow.bench.ws_client`)."""
+    g = p.add_argument_group("streamed text input")
+    g.add_argument("--ws", action="store_true",
+                   help="each request is a WS /v1/audio/speech/stream session: its text sent "
+                   "word by word at --ws-words-per-s, TTFA from the first word sent (voxflow "
+                   "only; --concurrency sweeps)")
+    g.add_argument("--ws-words-per-s", type=positive_float, default=DEFAULT_WS_WORDS_PER_S,
+                   metavar="R", help="with --ws: words sent per second "
+                   f"({DEFAULT_WS_WORDS_PER_S:g}, an LLM's pace)")
+
+
 def add_input_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("inputs (default: --sentences benchmarks/data/sentences.txt)")
     g.add_argument("--sentences", type=Path, metavar="FILE",
@@ -286,6 +299,7 @@ def plan_from(args: argparse.Namespace) -> SweepPlan:
     return SweepPlan(
         concurrency=args.concurrency, per_level=args.per_level, warmup=args.warmup,
         repeats=args.repeats, seed=args.seed, timeout_s=args.timeout,
+        ws_words_per_s=args.ws_words_per_s if getattr(args, "ws", False) else None,
     )
 
 

@@ -27,6 +27,7 @@ from voxflow.bench.client import Result, fetch
 from voxflow.bench.errors import BenchError
 from voxflow.bench.idle import GateResult, LoadMeter
 from voxflow.bench.metrics import LevelStats, level_stats
+from voxflow.bench.ws_client import fetch_ws
 
 MIN_PER_LEVEL = 5
 """Each level sends at least this many requests per unit of concurrency."""
@@ -66,6 +67,9 @@ class SweepPlan:
     repeats: int = 1
     seed: int | None = None
     timeout_s: float = 120.0
+    ws_words_per_s: float | None = None
+    """Set: each request is a `WS /v1/audio/speech/stream` session sending its text word by
+    word at this rate (`voxflow.bench.ws_client`); None: `POST /v1/audio/speech`."""
 
     def requests(self, concurrency: int) -> int:
         return self.per_level * concurrency
@@ -125,8 +129,12 @@ async def run_level(
         for i in indices:
             t = i % len(case.texts)
             seed = None if plan.seed is None else plan.seed + t
-            result = await fetch(client, adapter, case.texts[t], t, seed, plan.timeout_s,
-                                 keep_audio)
+            if plan.ws_words_per_s is not None:
+                result = await fetch_ws(adapter.target, case.texts[t], t, seed, plan.timeout_s,
+                                        plan.ws_words_per_s, keep_audio)
+            else:
+                result = await fetch(client, adapter, case.texts[t], t, seed, plan.timeout_s,
+                                     keep_audio)
             done.append((i, result))
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, requests))))

@@ -70,6 +70,7 @@ def add_bench(commands) -> None:
         bench_options.add_open_loop_options(p)
         bench_options.add_gate_options(p)
         bench_options.add_output_options(p)
+    bench_options.add_ws_options(run)
     run.set_defaults(handler=cmd_bench)
     compare.set_defaults(handler=cmd_bench)
     add_soak(kinds).set_defaults(handler=cmd_bench)

@@ -265,6 +265,19 @@ class Engine:
             ModelNotFoundError, InvalidRequestError (param names the field), EngineNotReadyError.
         """
         check_input(request.text, self.max_input_chars)
+        family = self.check_options(request)
+        document = parse_input(request.text, say_as_language=None)  # say-as as written
+        _check_run_speeds(document, request.speed)
+        return family, self._read_in_language(request, family, document)
+
+    def check_options(self, request: SpeechRequest) -> ModelFamily:
+        """Every check of `prepare` but the input's: model, voice, language, speed, seed and
+        word timestamps (for a stream whose text comes later). Aliases must be resolved
+        (`resolve`). Returns the family.
+
+        Raises:
+            ModelNotFoundError, InvalidRequestError (param names the field), EngineNotReadyError.
+        """
         family = self.family(request.model)
         if request.voice not in family.voices:
             raise InvalidRequestError(
@@ -286,9 +299,7 @@ class Engine:
                 param="timestamps",
                 code="timestamps_unsupported",
             )
-        document = parse_input(request.text, say_as_language=None)  # say-as as written
-        _check_run_speeds(document, request.speed)
-        return family, self._read_in_language(request, family, document)
+        return family
 
     def _read_in_language(
         self, request: SpeechRequest, family: ModelFamily, written: SpeechDocument
@@ -352,11 +363,15 @@ class Engine:
         return document
 
     def submit(
-        self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None
+        self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None,
+        listener_ends_at: float | None = None,
     ) -> SpeechStream:
         """Validate and admit a request; returns its chunk stream (iterate it to start work).
 
-        Must be called on the event loop thread.
+        Must be called on the event loop thread. `listener_ends_at`: perf_counter seconds when
+        audio that earlier requests sent to the same listener plays out (a speech stream's
+        next segment): the request is then scheduled as that audio's continuation
+        (`RequestState.due`), not as a new arrival.
 
         Raises:
             ModelNotFoundError, InvalidRequestError, EngineNotReadyError: bad or early request.
@@ -377,7 +392,8 @@ class Engine:
         seed = request.seed if request.seed is not None else secrets.randbits(63)
         voice = family.voices[request.voice]
         deadlines = Deadlines(cfg.ttfa_target_s, cfg.continuation_lead_s)
-        state = RequestState(request, seed, voice.sample_rate, sink, deadlines)
+        state = RequestState(request, seed, voice.sample_rate, sink, deadlines,
+                             listener_ends_at=listener_ends_at)
         state.document = document
         state.on_end(self._releaser(request.model, state.id))
         first = self.models[request.model].queues[0]

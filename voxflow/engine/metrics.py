@@ -79,6 +79,11 @@ class EngineMetrics:
         self.inflight = Gauge(
             "voxflow_inflight_requests", "Requests admitted and not yet finished.", registry=r
         )
+        self.speech_streams = Gauge(
+            "voxflow_speech_streams", "Open WebSocket speech streams "
+            "(WS /v1/audio/speech/stream); each holds at most one request at a time.",
+            registry=r,
+        )
         self.waiting = Gauge(
             "voxflow_waiting_requests", "Requests waiting for an in-flight slot.", registry=r
         )

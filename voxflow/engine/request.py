@@ -120,6 +120,10 @@ class RequestState:
         seed: the seed actually used (the request's, or a fresh random one).
         sample_rate: Hz of the voice's output.
         sink: called from worker threads with each in-order chunk, or with an error once.
+        deadlines: the scheduling targets (`Deadlines`; defaults when None).
+        listener_ends_at: perf_counter seconds when the audio that earlier requests sent to
+            this request's listener has played out (the segments of a WebSocket speech
+            stream), or None for a request of its own.
     """
 
     _arrivals = itertools.count()
@@ -131,8 +135,13 @@ class RequestState:
         sample_rate: int,
         sink: Sink,
         deadlines: Deadlines | None = None,
+        listener_ends_at: float | None = None,
     ):
         self.request = request
+        # perf_counter when the audio earlier requests sent to the same listener has played
+        # out (a speech stream's next segment), else None: then this request continues that
+        # audio and is scheduled as a continuation from its first segment on (`due`).
+        self.listener_ends_at = listener_ends_at
         self.seed = seed
         self.sample_rate = sample_rate
         self.arrival = next(self._arrivals)
@@ -210,6 +219,13 @@ class RequestState:
             if callback not in self._segment_watchers:
                 self._segment_watchers.append(callback)
 
+    @property
+    def audio_flowing(self) -> bool:
+        """Whether the listener already has audio: this request's own first chunk went out,
+        or earlier requests sent audio it continues (`listener_ends_at`). Its segments are
+        then continuations, due when that audio runs out (`due`)."""
+        return self.first_audio_at is not None or self.listener_ends_at is not None
+
     def due(self, segment_index: int, now: float) -> float:
         """When segment `segment_index` should be ready (perf_counter seconds), for scheduling.
 
@@ -218,16 +234,25 @@ class RequestState:
         has heard nothing yet, so it is never due before first segments already waiting).
         Once audio flows: the next segment is due when the audio sent so far has played out
         (playback taken to start at the first chunk), less the lead its synthesis needs.
-        Segments further ahead are due one `segment_estimate_s` later each.
+        Segments further ahead are due one `segment_estimate_s` later each. A request that
+        continues a listener's audio (`listener_ends_at`) is due as if that audio were its
+        own: segment k at `listener_ends_at` less the lead, plus k estimates.
         """
         d = self._deadlines
+        if self.first_audio_at is None and self.listener_ends_at is not None:
+            # continues a listener's audio: due when it runs out, less the lead
+            start = self.listener_ends_at - d.continuation_lead_s
+            return start + max(segment_index, 0) * d.segment_estimate_s
         if self.first_audio_at is None:
             arrival = self.submitted_at + d.ttfa_target_s
             if segment_index <= 0:
                 return arrival
             start, ahead = max(now, arrival), segment_index
         else:
-            played_out = self.first_audio_at + self.audio_samples / self.sample_rate
+            begin = self.first_audio_at  # playback taken to start at the first chunk ...
+            if self.listener_ends_at is not None:  # ... or when the listener's earlier audio ends
+                begin = max(begin, self.listener_ends_at)
+            played_out = begin + self.audio_samples / self.sample_rate
             start = played_out - d.continuation_lead_s
             ahead = max(segment_index - self._next_segment, 0)
         return start + ahead * d.segment_estimate_s
@@ -237,7 +262,7 @@ class RequestState:
         listener waits: its first audio's target (arrival plus the TTFA target) before any
         audio; once audio flows, when the audio sent so far has played out (`due` without the
         continuation lead). Negative: already late."""
-        lead = self._deadlines.continuation_lead_s if self.first_audio_at is not None else 0.0
+        lead = self._deadlines.continuation_lead_s if self.audio_flowing else 0.0
         return self.due(segment_index, now) + lead - now
 
     def set_segment_plan(self, pauses_after: dict[int, float], lead_silence_s: float) -> None:

@@ -66,7 +66,7 @@ def _priority(job: Job, seq: int, now: float) -> tuple[int, float, int, int, int
     """Sort key: streams about to run dry first (rule 2), then earliest due."""
     item, state = job.item, job.state
     due = state.due(item.segment, now)
-    running_dry = state.first_audio_at is not None and due <= now
+    running_dry = state.audio_flowing and due <= now
     return (0 if running_dry else 1, due, state.arrival, item.segment, item.part, seq)
 
 
@@ -192,7 +192,7 @@ class StageQueue:
             return timeout
         now = time.perf_counter()
         soonest = min((job.state.due(job.segment, now) - now for _, job in self._items
-                       if job.state.first_audio_at is not None), default=None)
+                       if job.state.audio_flowing), default=None)
         if soonest is None:
             return timeout
         soonest = max(soonest, 0.001)

@@ -4,6 +4,8 @@ Routes:
 - ``POST /v1/audio/speech``: speech (see `voxflow.server.speech`).
 - ``POST /v1/audio/speech/timestamps``: speech and its word timings as one JSON
   (`voxflow.server.timestamps`).
+- ``WS /v1/audio/speech/stream``: speech from text sent in pieces, audio frames and events
+  back (`voxflow.server.speech_stream`).
 - ``GET /v1/models``: served models, OpenAI list shape, with their family and voices, then
   their aliases (``alias_of``; `voxflow.engine.aliases`).
 - ``GET /v1/models/{id}``: one entry of that list, an alias too (the openai client's
@@ -51,6 +53,7 @@ from voxflow.server.openapi import error_responses, install_openapi
 from voxflow.server.playground import install_playground
 from voxflow.server.request_id import RequestIdMiddleware
 from voxflow.server.speech import create_speech
+from voxflow.server.speech_stream import STREAM_PATH, speech_stream
 from voxflow.server.timestamps import create_speech_timestamps
 from voxflow.server.voices import create_voice, delete_voice
 
@@ -200,6 +203,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
                          "end (docs/api.md)."},
                    **error_responses(400, 404, 405, 429, 500, 503, 504)},
     )
+    app.add_api_websocket_route(STREAM_PATH, speech_stream, name="speech_stream")
     app.add_api_route(
         "/v1/audio/voices", create_voice, methods=["POST"], summary="Create a saved voice",
         responses=error_responses(400, 404, 409, 413, 500, 503),

@@ -26,8 +26,10 @@ class VoiceRef(BaseModel):
     id: StrictStr
 
 
-class SpeechBody(BaseModel):
-    """Body of `POST /v1/audio/speech`."""
+class SpeechOptions(BaseModel):
+    """The fields of a speech request other than its text: the part `SpeechBody` and the
+    WebSocket stream's config message (`StreamConfig`) share, with the same types and
+    validators, so both refuse the same values with the same codes."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -36,11 +38,6 @@ class SpeechBody(BaseModel):
     model: StrictStr = Field(
         description="A served model (`GET /v1/models`), e.g. `piper`, or a model alias such "
         "as `tts-1`."
-    )
-    input: StrictStr = Field(
-        description="The text (or SSML starting with `<speak>`) to speak: 1 to "
-        "`server.max_input_chars` (4,096 by default) characters, not only whitespace.",
-        json_schema_extra={"minLength": 1, "maxLength": 4096},
     )
     voice: StrictStr | VoiceRef = Field(
         description="A voice of the model (`GET /v1/audio/voices`) or a voice alias such as "
@@ -53,9 +50,6 @@ class SpeechBody(BaseModel):
         1.0, description="0.25 to 4.0; divides the duration, pauses included, pitch kept.",
         json_schema_extra={"minimum": 0.25, "maximum": 4.0},
     )
-    stream_format: Literal["audio", "sse"] = Field(
-        "audio", description="`sse`: server-sent events with base64 audio (implies streaming)."
-    )
     instructions: StrictStr | None = Field(
         None, description="Not supported by the served models: a non-empty value is a 400."
     )
@@ -63,17 +57,6 @@ class SpeechBody(BaseModel):
         None, description="0 to 2**63-1: the same request and seed give the same bytes.",
         # no "maximum": OpenAPI writes numbers as floats, and 2**63-1 would round up
         json_schema_extra={"minimum": 0},
-    )
-    # None: the server's `server.stream_by_default` decides (true unless configured otherwise).
-    stream: StrictBool | None = Field(
-        None, description="`true`: audio as it is produced (chunked); `false`: the whole file "
-        "with Content-Length. Absent: `server.stream_by_default` (true unless configured)."
-    )
-    timestamps: StrictBool = Field(
-        False, description="voxflow extension: `true` adds `speech.word` events (each word's "
-        "start and end in seconds and its span of `input`) to an SSE stream; needs "
-        '`stream_format: "sse"` and a model that times words (Piper). For a whole response, '
-        "`POST /v1/audio/speech/timestamps`."
     )
     language: Annotated[StrictStr, Field(min_length=1, max_length=35)] | None = Field(
         None, description="The language the whole input is read in (`en`, `en-GB`, `ja`); "
@@ -101,9 +84,44 @@ class SpeechBody(BaseModel):
     def voice_id(self) -> str:
         return self.voice if isinstance(self.voice, str) else self.voice.id
 
+
+class SpeechBody(SpeechOptions):
+    """Body of `POST /v1/audio/speech`."""
+
+    input: StrictStr = Field(
+        description="The text (or SSML starting with `<speak>`) to speak: 1 to "
+        "`server.max_input_chars` (4,096 by default) characters, not only whitespace.",
+        json_schema_extra={"minLength": 1, "maxLength": 4096},
+    )
+    stream_format: Literal["audio", "sse"] = Field(
+        "audio", description="`sse`: server-sent events with base64 audio (implies streaming)."
+    )
+    # None: the server's `server.stream_by_default` decides (true unless configured otherwise).
+    stream: StrictBool | None = Field(
+        None, description="`true`: audio as it is produced (chunked); `false`: the whole file "
+        "with Content-Length. Absent: `server.stream_by_default` (true unless configured)."
+    )
+    timestamps: StrictBool = Field(
+        False, description="voxflow extension: `true` adds `speech.word` events (each word's "
+        "start and end in seconds and its span of `input`) to an SSE stream; needs "
+        '`stream_format: "sse"` and a model that times words (Piper). For a whole response, '
+        "`POST /v1/audio/speech/timestamps`."
+    )
+
     def streams(self, default: bool) -> bool:
         """Whether the audio is streamed: SSE always; else `stream`, or `default` (the server's
         `server.stream_by_default`) when the request has no `stream` field."""
         if self.stream_format == "sse":
             return True
         return default if self.stream is None else self.stream
+
+
+class StreamConfig(SpeechOptions):
+    """The first message of `WS /v1/audio/speech/stream` (``"type": "config"`` taken off):
+    the speech options of every sentence the stream speaks (docs/api.md)."""
+
+    timestamps: StrictBool = Field(
+        False, description="voxflow extension: `true` adds a `speech.word` event per word "
+        "(start and end in seconds of the stream's audio, its span of the text sent); only "
+        "for a model that times words (Piper)."
+    )

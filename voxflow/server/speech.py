@@ -206,6 +206,15 @@ async def _encoded_chunks(
     yield (), encoder.finish()
 
 
+def hold_saved_voice(engine: Engine, stream: SpeechStream) -> None:
+    """Hold the voice of a just-submitted `stream` until its request ends, when its model
+    clones voices, so deleting the saved voice meanwhile does not pull it from under the
+    request (`voxflow.models.cloning`). Call with no await since `Engine.submit`."""
+    family = engine.family(stream.state.request.model)
+    if isinstance(family, VoiceCloning):
+        stream.state.on_end(family.hold_voice(stream.state.request.voice))
+
+
 def submit_speech(body: SpeechBody, request: Request, engine: Engine, streams: bool,
                   timestamps: bool = False) -> SpeechStream:
     """Submit `body` to `engine` for the speech routes: the request's access record filled
@@ -227,9 +236,7 @@ def submit_speech(body: SpeechBody, request: Request, engine: Engine, streams: b
     if timestamps:
         speech = replace(speech, timestamps=True)
     stream = engine.submit(speech)  # resolves model and voice aliases
-    family = engine.family(stream.state.request.model)
-    if isinstance(family, VoiceCloning):
-        stream.state.on_end(family.hold_voice(stream.state.request.voice))
+    hold_saved_voice(engine, stream)
     if access is not None:
         state = stream.state
         access.model, access.voice = state.request.model, state.request.voice  # served names

@@ -14,7 +14,15 @@ import pysbd.languages
 
 from voxflow.text.normalize import has_speakable_content, normalize_paragraphs
 
-__all__ = ["MIN_FIRST_MAX_CHARS", "MIN_MAX_CHARS", "segment_text", "split_sentences"]
+__all__ = [
+    "MIN_FIRST_MAX_CHARS",
+    "MIN_MAX_CHARS",
+    "cut_within",
+    "last_pause_end",
+    "segment_text",
+    "sentence_spans",
+    "split_sentences",
+]
 
 MIN_MAX_CHARS = 20
 MIN_FIRST_MAX_CHARS = 10
@@ -112,6 +120,53 @@ def _merge_unspeakable(text: str, spans: list[tuple[int, int]]) -> list[tuple[in
         elif pending_start is None:
             pending_start = start
     return merged
+
+
+def sentence_spans(text: str, *, lang: str = "en") -> list[tuple[int, int]]:
+    """Spans (start, end) of the sentences of one paragraph of `text` as written, found as the
+    front end finds them (pysbd boundaries, spans with nothing speakable attached to a
+    neighbour), without normalizing: offsets index `text` itself. For text that arrives in
+    pieces (`voxflow.text.incremental`): every span but the last is a complete sentence.
+
+    Args:
+        text: raw text (no normalization is applied; a line break may end a sentence).
+        lang: language whose pysbd rules apply (see :func:`split_sentences`).
+    Returns:
+        Spans in order, consecutive (each starts where the one before ended); ``[]`` when
+        nothing in `text` is speakable.
+    """
+    return _merge_unspeakable(text, _sentence_spans(text, lang))
+
+
+# A period that ends a word (before a space or the end), for `last_pause_end`; the clause
+# boundaries of _CLAUSE_RE stand beside it. "U.S." counts too: only a text that went quiet
+# mid-sentence is cut there.
+_PERIOD_END_RE = re.compile(rf"\.[{_CLOSE}]*(?=\s)")
+
+
+def last_pause_end(text: str) -> int | None:
+    """End offset of the last clause or sentence punctuation in `text` (``, ; : ! ? ...``,
+    CJK ``、。``, a word-final ``.``) followed by whitespace or the end of `text`, or None when
+    there is none: where text that stopped arriving mid-sentence can be spoken up to.
+    """
+    padded = text + " "
+    ends = [m.end() for regex in (_CLAUSE_RE, _PERIOD_END_RE) for m in regex.finditer(padded)]
+    ends = [end for end in ends if 0 < end <= len(text) and has_speakable_content(text[:end])]
+    return max(ends) if ends else None
+
+
+def cut_within(text: str, limit: int) -> int:
+    """End offset of the longest first piece of `text` (which starts with a non-space and is
+    longer than `limit`) of at most `limit` characters, cut as :func:`segment_text` cuts a long
+    sentence: at its last clause boundary, else its last space, else mid-word.
+
+    Raises:
+        ValueError: `limit` < 1 or `text` is not longer than `limit`.
+    """
+    if limit < 1 or len(text) <= limit:
+        raise ValueError(f"cut_within needs a text longer than limit >= 1, got {len(text)} "
+                         f"characters and limit {limit}")
+    return _cut(text, 0, limit, _last_speakable(text, 0, len(text)))
 
 
 def split_sentences(text: str, *, lang: str = "en") -> list[str]:

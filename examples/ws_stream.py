@@ -1,0 +1,99 @@
+"""Stream text to voxflow word by word, as an LLM would, and save the speech as it comes back.
+
+    python examples/ws_stream.py --file benchmarks/data/sentences.txt --delay-ms 50 --out out.pcm
+
+Sends a config message, then the file's words (each with the whitespace before it) one text
+message every `--delay-ms` milliseconds, then an end message, over
+`WS /v1/audio/speech/stream` (docs/api.md, "Streaming text input"). Meanwhile it writes each
+binary audio frame to `--out` and prints the events: which sentence starts when, the time to
+first audio counted from the first word sent, and the totals at the end. Needs only the
+`websockets` package (a voxflow dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from websockets.asyncio.client import connect
+
+
+def tokens(text: str) -> list[str]:
+    """`text` as words, each with the whitespace before it (trailing whitespace dropped)."""
+    return re.findall(r"\s*\S+", text)
+
+
+async def send_text(ws, words: list[str], delay_s: float) -> float:
+    """Send the words one message each; returns perf_counter just before the first."""
+    first = time.perf_counter()
+    for i, word in enumerate(words):
+        if i:
+            await asyncio.sleep(delay_s)
+        await ws.send(json.dumps({"type": "text", "text": word}))
+    await ws.send(json.dumps({"type": "end"}))
+    return first
+
+
+async def receive(ws, out, started: list[float]) -> int:
+    """Write audio frames to `out`, print events; returns the close code."""
+    first_audio = None
+    async for message in ws:
+        if isinstance(message, bytes):
+            if first_audio is None and started:
+                first_audio = time.perf_counter()
+                print(f"first audio {first_audio - started[0]:.3f} s after the first word",
+                      file=sys.stderr)
+            out.write(message)
+            continue
+        event = json.loads(message)
+        kind = event["type"]
+        if kind == "segment.start":
+            print(f"segment {event['segment']} at {event['audio_start']:.2f} s: "
+                  f"{event['text']!r}", file=sys.stderr)
+        elif kind in ("session.created", "speech.audio.done", "error"):
+            print(json.dumps(event), file=sys.stderr)
+    return ws.close_code or 0
+
+
+async def main(args: argparse.Namespace) -> int:
+    text = Path(args.file).read_text(encoding="utf-8")
+    words = tokens(text)
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else None
+    url = args.url.rstrip("/").replace("http", "ws", 1) + "/v1/audio/speech/stream"
+    config = {"type": "config", "model": args.model, "voice": args.voice,
+              "response_format": args.format}
+    if args.seed is not None:
+        config["seed"] = args.seed
+    async with connect(url, additional_headers=headers, max_size=None) as ws:
+        await ws.send(json.dumps(config))
+        started: list[float] = []
+        with open(args.out, "wb") as out:
+            receiver = asyncio.create_task(receive(ws, out, started))
+            started.append(time.perf_counter())
+            await send_text(ws, words, args.delay_ms / 1000)
+            code = await receiver
+    print(f"closed {code}; wrote {args.out}", file=sys.stderr)
+    return 0 if code == 1000 else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--file", required=True, help="UTF-8 text to stream")
+    p.add_argument("--delay-ms", type=float, default=50.0, help="pause between words (ms)")
+    p.add_argument("--out", required=True, help="where the audio goes")
+    p.add_argument("--url", default="http://127.0.0.1:8000", help="the voxflow server")
+    p.add_argument("--model", default="piper")
+    p.add_argument("--voice", default="joe")
+    p.add_argument("--format", default="pcm", help="pcm (16-bit mono), wav, mp3, ...")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--api-key", default=None, help="if the server needs one")
+    return p
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parser().parse_args())))

@@ -1,0 +1,352 @@
+"""`WS /v1/audio/speech/stream`: speech from text that arrives in pieces (docs/api.md,
+"Streaming text input"; the messages are in `voxflow.server.stream_protocol`).
+
+A session: the client's config is checked as `POST /v1/audio/speech` checks a body (the same
+schema, `Engine.check_options`, the same codes); its text pieces go into a `SentenceBuffer`,
+which gives out each sentence once the next has begun (the front end's splitter), the text up
+to its last clause once no text came for `server.stream_clause_wait_s`, and everything on
+``flush`` or ``end``. Each piece given out is a segment of the stream and one engine request
+(its text the piece, the config's seed), spoken strictly in order by one speaker task: the
+next segment is submitted when the previous one's audio has all been sent, so a session holds
+at most one admission slot and its segments never take the cores from each other (as the
+scheduler's rule 6 does for the segments of one request). Synthesis being faster than real
+time, each segment is ready long before the client has played the one before.
+
+The audio of all segments goes through one stream encoder, so the binary frames form one
+file of `response_format`. A client that closes the socket cancels its request in the engine
+at once (`SpeechStream.aclose`) and the session ends; an error is an ``error`` event and a
+close with code 4000 + status, other sessions undisturbed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import replace
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from voxflow.audio.stream import StreamEncoder, open_stream_encoder
+from voxflow.config import Settings
+from voxflow.engine.engine import Engine
+from voxflow.engine.request import SpeechRequest
+from voxflow.errors import InvalidRequestError, VoxflowError
+from voxflow.server.request_id import AccessRecord, accepted_request_id, log_access, new_request_id
+from voxflow.server.schemas import StreamConfig
+from voxflow.server.speech import CLIENT_CLOSED, hold_saved_voice
+from voxflow.server.stream_protocol import (
+    NORMAL_CLOSURE,
+    Control,
+    TextMessage,
+    close_code,
+    done_event,
+    error_event,
+    invalid_message,
+    parse_message,
+    segment_end_event,
+    segment_start_event,
+    session_event,
+    stream_word_event,
+)
+from voxflow.text.incremental import SentenceBuffer, TextSpan, speakable
+
+log = logging.getLogger(__name__)
+
+STREAM_PATH = "/v1/audio/speech/stream"
+
+
+MAX_UNSPOKEN_INPUTS = 64
+"""A session holds at most this many times `server.max_input_chars` of text received and not
+yet being spoken (64 x 4,096 characters: about four hours of speech); more is refused
+(``input_too_long``), so a client cannot fill the server's memory with text."""
+
+
+def _server_error() -> VoxflowError:
+    """What a session's unexpected error is answered with (500, code server_error)."""
+    return VoxflowError("The server had an error while processing the request.")
+
+
+class _Gone(Exception):
+    """The client closed the socket (a send failed or a disconnect arrived)."""
+
+
+class StreamSession:
+    """One WebSocket speech stream (module docstring). `run` serves it to the end.
+
+    Args:
+        websocket: the accepted socket.
+        engine: the running engine.
+        settings: the server's settings (`max_input_chars`, `stream_clause_wait_s`).
+        request_id: the session's id; segment ``i``'s engine request is ``{request_id}-{i}``.
+    """
+
+    def __init__(self, websocket: WebSocket, engine: Engine, settings: Settings,
+                 request_id: str) -> None:
+        self.ws = websocket
+        self.engine = engine
+        self.max_chars = settings.server.max_input_chars
+        self.wait_s = settings.server.stream_clause_wait_s
+        self.max_unspoken_chars = MAX_UNSPOKEN_INPUTS * self.max_chars
+        self._unspoken_chars = 0  # in spans queued, not yet taken by the speaker
+        self.access = AccessRecord(request_id, stream=True)
+        self._inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._spans: asyncio.Queue[TextSpan | None] = asyncio.Queue()
+        self._send_lock = asyncio.Lock()
+        self._buffer: SentenceBuffer | None = None
+        self._base: SpeechRequest | None = None
+        self._encoder: StreamEncoder | None = None
+        self._speaker: asyncio.Task | None = None
+        self._ended = False  # the client sent "end"
+        self._closed = False  # a close was sent, or the client is gone
+        self.samples = 0  # samples sent so far, at the voice's rate
+        self.sample_rate = 0
+        self.segments = 0
+
+    @property
+    def request_id(self) -> str:
+        return self.access.request_id
+
+    # ---- the session -----------------------------------------------------------------------
+    async def run(self) -> None:
+        """Serve the session until it ends: normal close after ``end``, an error, or the
+        client gone. Never raises for anything the client does."""
+        reader = asyncio.create_task(self._read())
+        try:
+            await self._control()
+        except _Gone:
+            self._closed = True
+        except VoxflowError as exc:
+            await self._fail(exc)
+        except Exception:  # a bug: the generic 500, details in the log only
+            log.exception("speech stream %s: unexpected error", self.request_id)
+            await self._fail(_server_error())
+        finally:
+            for task in (reader, self._speaker):
+                if task is not None and not task.done():
+                    task.cancel()
+            await asyncio.gather(*(t for t in (reader, self._speaker) if t is not None),
+                                 return_exceptions=True)
+            if self._encoder is not None:
+                self._encoder.close()
+            self._log()
+
+    async def _read(self) -> None:
+        """Put each client frame in the inbox, then ("gone", None) when it disconnects."""
+        try:
+            while True:
+                message = await self.ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                if message.get("text") is not None:
+                    await self._inbox.put(("text", message["text"]))
+                else:
+                    await self._inbox.put(("bytes", None))
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass
+        await self._inbox.put(("gone", None))
+
+    async def _control(self) -> None:
+        """Handle frames until the speaker finishes, the client goes, or an error."""
+        while True:
+            quiet = self._buffer is not None and not self._ended and self._buffer.pending.strip()
+            try:
+                kind, data = await asyncio.wait_for(self._inbox.get(),
+                                                    self.wait_s if quiet else None)
+            except TimeoutError:  # no text for a while: speak up to the last clause
+                assert self._buffer is not None
+                self._queue(self._buffer.take_clause())
+                continue
+            if kind == "gone":
+                raise _Gone
+            if kind == "spoken":  # the speaker sent everything and closed
+                return
+            if kind == "failed":
+                raise data
+            if kind == "bytes":
+                raise invalid_message("Binary frames are not accepted: send JSON text frames.",
+                                      param=None)
+            await self._handle(parse_message(data, self.max_chars))
+
+    async def _handle(self, message: StreamConfig | TextMessage | Control) -> None:
+        if self._ended:
+            raise invalid_message("Message after 'end': the stream takes no more messages.")
+        if isinstance(message, StreamConfig):
+            if self._base is not None:
+                raise invalid_message("A second 'config' message: the stream's options are "
+                                      "set once, by its first message.")
+            await self._configure(message)
+            return
+        if self._buffer is None:
+            raise invalid_message("The first message must be the 'config' message "
+                                  '({"type": "config", "model": ..., "voice": ...}).')
+        if isinstance(message, TextMessage):
+            if self.access.first_byte_at is None and self._buffer.received_chars == 0:
+                self.access.started_at = time.perf_counter()  # TTFA counts from the first text
+            self._queue(self._buffer.add(message.text))
+            self.access.chars = self._buffer.received_chars
+        elif message.kind == "flush":
+            self._queue(self._buffer.take_all())
+        else:  # end
+            self._ended = True
+            self._queue(self._buffer.take_all())
+            self._spans.put_nowait(None)
+
+    async def _configure(self, config: StreamConfig) -> None:
+        """Check the config as a speech body is checked; start the speaker."""
+        self.access.model, self.access.voice = config.model, config.voice_id
+        self.access.fmt = config.response_format
+        request = self.engine.resolve(SpeechRequest(
+            config.model, "", config.voice_id, config.speed, config.seed,
+            language=config.language, timestamps=config.timestamps))
+        family = self.engine.check_options(request)
+        self.access.model, self.access.voice = request.model, request.voice  # served names
+        voice = family.voices[request.voice]
+        self._base = request
+        self.sample_rate = voice.sample_rate
+        self.access.audio = lambda: self.samples / self.sample_rate
+        self._encoder = open_stream_encoder(config.response_format, voice.sample_rate)
+        self._buffer = SentenceBuffer(self.max_chars, request.language or voice.language)
+        await self._send_json(session_event(self.request_id, request.model, request.voice,
+                                            config.response_format, voice.sample_rate))
+        self._speaker = asyncio.create_task(self._speak_all())
+
+    def _queue(self, spans: list[TextSpan]) -> None:
+        for span in spans:
+            self._unspoken_chars += len(span.text)
+            self._spans.put_nowait(span)
+        held = self._unspoken_chars + (len(self._buffer.pending) if self._buffer else 0)
+        if held > self.max_unspoken_chars:
+            raise InvalidRequestError(
+                f"The stream holds {held} characters not yet spoken; the limit is "
+                f"{self.max_unspoken_chars} (MAX_UNSPOKEN_INPUTS x server.max_input_chars): "
+                "send text no faster than it can be spoken.",
+                param="text", code="input_too_long",
+            )
+
+    # ---- the speaker -------------------------------------------------------------------------
+    async def _speak_all(self) -> None:
+        """Speak each span in order; after the end, the encoder's tail, the done event and
+        the normal close. Reports to the control loop through the inbox."""
+        unspoken: list[str] = []
+        try:
+            while (span := await self._spans.get()) is not None:
+                self._unspoken_chars -= len(span.text)
+                if speakable(span):
+                    await self._speak(span)
+                else:  # symbols only: nothing to say, unless nothing else ever is
+                    unspoken.append(span.text)
+            if self.segments == 0:
+                # Let the engine refuse it with its own code (empty_input, no_speakable_text).
+                text = " ".join(unspoken)
+                await self._speak(TextSpan(text, 0, len(text)))
+            await self._finish()
+            await self._inbox.put(("spoken", None))
+        except VoxflowError as exc:
+            await self._inbox.put(("failed", exc))
+        except _Gone:
+            await self._inbox.put(("gone", None))
+        except Exception:  # a bug: the generic 500, details in the log only
+            log.exception("speech stream %s: unexpected error", self.request_id)
+            await self._inbox.put(("failed", _server_error()))
+
+    async def _speak(self, span: TextSpan) -> None:
+        """One segment: submit it, send its events and audio as they come."""
+        assert self._base is not None and self._encoder is not None
+        index = self.segments
+        request = replace(self._base, text=span.text, request_id=f"{self.request_id}-{index}")
+        first = self.access.first_byte_at  # the listener's first audio, if any yet
+        ends = None if first is None else first + self.samples / self.sample_rate
+        # scheduled as the continuation of the audio sent so far, not as a new arrival
+        stream = self.engine.submit(request, listener_ends_at=ends)
+        hold_saved_voice(self.engine, stream)
+        rate = self.sample_rate
+        start = self.samples
+        async with stream:
+            await self._send_json(segment_start_event(index, span, start / rate))
+            async for chunk in stream:
+                for word in chunk.words:  # before the audio that starts them
+                    await self._send_json(stream_word_event(span, word, start / rate))
+                data = self._encoder.push(chunk.samples)
+                self.samples += int(chunk.samples.size)
+                if data:
+                    await self._send_bytes(data)
+            if not stream.done:
+                raise _Gone  # closed under us
+        self.segments += 1
+        await self._send_json(segment_end_event(index, self.samples - start, self.samples / rate))
+
+    async def _finish(self) -> None:
+        assert self._encoder is not None and self._buffer is not None
+        tail = self._encoder.finish()
+        if tail:
+            await self._send_bytes(tail)
+        await self._send_json(done_event(self._buffer.received_chars,
+                                         self.samples / self.sample_rate))
+        self.access.status, self.access.complete = 200, True
+        await self._close(NORMAL_CLOSURE, "done")
+
+    # ---- sending -----------------------------------------------------------------------------
+    async def _send_json(self, event: dict[str, Any]) -> None:
+        await self._send({"type": "websocket.send", "text": json.dumps(event)})
+
+    async def _send_bytes(self, data: bytes) -> None:
+        if self.access.first_byte_at is None:
+            self.access.first_byte_at = time.perf_counter()
+        await self._send({"type": "websocket.send", "bytes": data})
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        async with self._send_lock:
+            if self._closed:
+                raise _Gone
+            try:
+                await self.ws.send(message)
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                self._closed = True
+                raise _Gone from None
+
+    async def _close(self, code: int, reason: str) -> None:
+        async with self._send_lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                await self.ws.close(code, reason)
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                pass
+
+    async def _fail(self, error: VoxflowError) -> None:
+        """Send `error` as an ``error`` event, then close with 4000 + its status."""
+        self.access.status = error.status
+        if error.status >= 500:
+            log.error("speech stream %s failed: %s", self.request_id, error.message)
+        try:
+            await self._send_json(error_event(error))
+        except _Gone:
+            return
+        await self._close(close_code(error), error.code)
+
+    def _log(self) -> None:
+        if self.access.status is None:
+            self.access.status = CLIENT_CLOSED  # the client left before the end
+        log_access(self.access)
+
+
+async def speech_stream(websocket: WebSocket) -> None:
+    """`WS /v1/audio/speech/stream` (module docstring). The session's id is the handshake's
+    ``X-Request-Id`` when usable (`accepted_request_id`), else a new one."""
+    engine: Engine = websocket.app.state.engine
+    settings: Settings = websocket.app.state.settings
+    request_id = accepted_request_id(websocket.headers.get("x-request-id")) or new_request_id()
+    await websocket.accept(headers=[(b"x-request-id", request_id.encode())])
+    gauge = engine.metrics.speech_streams
+    gauge.inc()
+    try:
+        await StreamSession(websocket, engine, settings, request_id).run()
+    finally:
+        gauge.dec()
+
+
+__all__ = ["STREAM_PATH", "StreamSession", "speech_stream"]
