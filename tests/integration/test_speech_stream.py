@@ -297,9 +297,25 @@ def test_text_far_ahead_of_speech_is_refused_not_hoarded():
         live.stop()
 
 
-def test_a_kokoro_voice_streams_at_its_own_rate_and_refuses_timestamps(multi_server):
+def test_a_kokoro_voice_streams_at_its_own_rate_with_english_word_timings(multi_server):
+    text = "Hello there. The stream keeps going."
     with StreamClient(multi_server.url) as client:
         client.send(config(model="kokoro", voice="jm_kumo", timestamps=True))
+        send_words(client, text)
+        client.send({"type": "end"})
+        timed = client.finish()
+    assert timed.close_code == 1000 and timed.events[0]["sample_rate"] == 24000
+    words = timed.of_type("speech.word")
+    assert [w["word"] for w in words] == ["Hello", "there", "The", "stream", "keeps", "going"]
+    for w in words:
+        assert text[w["text_start"]:w["text_end"]] == w["word"]
+    assert [w["start"] for w in words] == sorted(w["start"] for w in words)
+    assert words[-1]["end"] <= len(timed.audio) / 2 / 24000
+    # Japanese readings keep no word boundaries: its sentences are refused as on HTTP
+    with StreamClient(multi_server.url) as client:
+        client.send(config(model="kokoro", voice="jm_kumo", timestamps=True))
+        client.text("こんにちは。")
+        client.send({"type": "end"})
         refused = client.finish(timeout=60)
     assert refused.of_type("error")[0]["error"]["code"] == "timestamps_unsupported"
     assert (refused.close_code, refused.close_reason) == (4400, "timestamps_unsupported")
