@@ -6,6 +6,7 @@ official openai client; /health stays open; keys never show up in answers or log
 from __future__ import annotations
 
 import io
+import json
 import logging
 from collections.abc import Iterator
 
@@ -135,3 +136,31 @@ def test_the_speech_stream_needs_the_key_too(keyed_server) -> None:
         c.send({"type": "end"})
         got = c.finish()
     assert got.close_code == 1000 and len(got.audio) > 22050 * 2
+
+
+@pytest.mark.parametrize("how", ["flag", "env", "none"])
+def test_bench_sends_the_key_it_is_given(keyed_server, quiet, how, monkeypatch, tmp_path,
+                                         capsys) -> None:
+    from voxflow.bench.options import API_KEY_ENV
+    from voxflow.cli import main
+
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    argv = ["bench", "run", "--url", keyed_server.url, "--case", "line", "--concurrency", "1",
+            "--warmup", "0", "--per-level", "5", "--out", str(tmp_path / "run.json")]
+    if how == "flag":
+        argv += ["--api-key", FILE_KEY]
+    elif how == "env":
+        monkeypatch.setenv(API_KEY_ENV, ENV_KEY)
+    rc = main(argv)
+    if how == "none":  # every request refused: the bench says why and stops
+        assert rc != 0
+        assert "{'http_401': 5}" in capsys.readouterr().err
+        return
+    assert rc == 0
+    text = (tmp_path / "run.json").read_text()
+    assert FILE_KEY not in text and ENV_KEY not in text  # the record keeps no key
+    record = json.loads(text)
+    stats = record["cases"]["line"][0]["repeats"][0]
+    assert stats["ok"] == 5 and stats["errors"] == 0, stats
+    assert [m["id"] for m in record["server"]["info"]["models"]["data"]][0] == "piper"
+    assert FILE_KEY not in capsys.readouterr().out

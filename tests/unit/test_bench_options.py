@@ -154,3 +154,12 @@ def test_no_stream_field_body_is_the_openai_clients_plain_create_body():
                                response_format="pcm")
     adapter = make_adapter(Target("openai", URL, stream_field=False))
     assert sent == [adapter.request("Hello.", seed=None)[1]]
+
+
+def test_an_api_key_is_hidden_in_the_recorded_argv():
+    from voxflow.bench.command import redact_argv
+
+    argv = ["voxflow", "bench", "run", "--api-key", "sk-1", "--url", "u", "--api-key=sk-2"]
+    assert redact_argv(argv) == ["voxflow", "bench", "run", "--api-key", "**********",
+                                 "--url", "u", "--api-key=**********"]
+    assert redact_argv(["voxflow", "--api-key"]) == ["voxflow", "--api-key"]

@@ -42,6 +42,9 @@ class Target:
     sse: bool = False
     sample_rate: int = OPENAI_PCM_RATE
     extras: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    """Sent with every request to the server but its health check (``Authorization: Bearer
+    KEY`` for a voxflow server with API keys, `options.target_from`)."""
 
 
 class Adapter(Protocol):
@@ -78,9 +81,10 @@ def _body(adapter: Adapter, owned: dict[str, Any]) -> dict[str, Any]:
     return {**extras, **owned}
 
 
-async def _get_json(client: httpx.AsyncClient, url: str) -> Any:
+async def _get_json(client: httpx.AsyncClient, url: str,
+                    headers: dict[str, str] | None = None) -> Any:
     try:
-        r = await client.get(url, timeout=10)
+        r = await client.get(url, timeout=10, headers=headers)
         return r.json() if r.status_code == 200 else {"status_code": r.status_code}
     except (httpx.HTTPError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
@@ -123,7 +127,7 @@ class OpenAIAdapter:
     async def info(self, client: httpx.AsyncClient) -> dict[str, Any]:
         url = self.target.url
         return {"health": await _get_json(client, f"{url}/health"),
-                "models": await _get_json(client, f"{url}/v1/models")}
+                "models": await _get_json(client, f"{url}/v1/models", self.target.headers)}
 
 
 class PiperHttpAdapter:

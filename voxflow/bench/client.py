@@ -67,7 +67,8 @@ async def fetch(
     pieces: list[np.ndarray] = []
     timeline = Timeline(text_index, sent=time.perf_counter())
     try:
-        async with client.stream("POST", url, json=body, timeout=timeout_s) as response:
+        async with client.stream("POST", url, json=body, timeout=timeout_s,
+                                 headers=adapter.target.headers) as response:
             if response.status_code != 200:
                 await response.aread()
                 timeline.error = f"http_{response.status_code}"

@@ -76,12 +76,29 @@ def _warn_dropped(adapter: Adapter) -> list[str]:
     return dropped
 
 
+_HIDDEN = "**********"  # an API key's place in a record
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """`argv` with the value of ``--api-key`` (``--api-key KEY`` or ``--api-key=KEY``) hidden."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--api-key" and i + 1 < len(out):
+            out[i + 1] = _HIDDEN
+        elif arg.startswith("--api-key="):
+            out[i] = f"--api-key={_HIDDEN}"
+    return out
+
+
 def _header(args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+               if not callable(v)}
+    if options.get("api_key"):
+        options["api_key"] = _HIDDEN
     return {
         "tool": f"voxflow bench {kind}", "voxflow_version": __version__,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv,
-        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                    if not callable(v)},
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": redact_argv(sys.argv),
+        "options": options,
         "machine": machine_record(),
     }
 

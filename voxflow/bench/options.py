@@ -8,6 +8,7 @@ A bad value (``--repeats 0``, ``--concurrency 1,x``, an unknown ``--case``) is a
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import yaml
@@ -26,6 +27,7 @@ DEFAULT_SENTENCES = DATA_DIR / "sentences.txt"
 DEFAULT_CONCURRENCY = "1,4,8,16"
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 DEFAULT_WS_WORDS_PER_S = 20.0
+API_KEY_ENV = "VOXFLOW_BENCH_API_KEY"  # the key `--api-key` defaults to
 
 
 def positive_int(text: str) -> int:
@@ -189,6 +191,10 @@ def add_request_options(p: argparse.ArgumentParser) -> None:
                    "--check uses 0)")
     g.add_argument("--timeout", type=positive_float, default=120.0,
                    help="seconds a request may take (120)")
+    g.add_argument("--api-key", default=os.environ.get(API_KEY_ENV) or None, metavar="KEY",
+                   help="sent as 'Authorization: Bearer KEY' to a voxflow server with API keys "
+                   f"(default: ${API_KEY_ENV}, which keeps the key out of the process list); "
+                   "never sent to piper-http")
 
 
 def add_ws_options(p: argparse.ArgumentParser) -> None:
@@ -279,6 +285,8 @@ def target_from(args: argparse.Namespace, engine: str, url: str) -> Target:
         stream=args.stream or args.sse, stream_field=args.stream_field, sse=args.sse,
         sample_rate=args.sample_rate,
         extras=dict(args.extra),
+        headers=({"Authorization": f"Bearer {args.api_key}"}
+                 if args.api_key and engine == "openai" else {}),
     )
 
 

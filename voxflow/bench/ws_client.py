@@ -111,7 +111,8 @@ async def fetch_ws(target: Target, text: str, text_index: int, seed: int | None,
     pieces: list[np.ndarray] | None = [] if keep_audio else None
     try:
         async with asyncio.timeout(timeout_s):
-            async with connect(stream_url(target.url), max_size=None) as ws:
+            async with connect(stream_url(target.url), max_size=None,
+                               additional_headers=target.headers) as ws:
                 await ws.send(json.dumps(config_message(target, seed)))
                 reader = asyncio.create_task(_read(ws, timeline, target.fmt, pieces))
                 try:
