@@ -1,13 +1,15 @@
 """Stream text to voxflow word by word, as an LLM would, and save the speech as it comes back.
 
-    python examples/ws_stream.py --file benchmarks/data/sentences.txt --delay-ms 50 --out out.pcm
+    .venv/bin/python examples/ws_stream.py --file benchmarks/data/sentences.txt --delay-ms 50 \
+        --out out.pcm
 
 Sends a config message, then the file's words (each with the whitespace before it) one text
 message every `--delay-ms` milliseconds, then an end message, over
 `WS /v1/audio/speech/stream` (docs/api.md, "Streaming text input"). Meanwhile it writes each
 binary audio frame to `--out` and prints the events: which sentence starts when, the time to
 first audio counted from the first word sent, and the totals at the end. Needs only the
-`websockets` package (a voxflow dependency).
+`websockets` package (a voxflow dependency). A session the server refuses (a bad config, a
+wrong API key) or closes early ends with its error printed and ``closed CODE REASON``, exit 1.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 from pathlib import Path
 
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 
 def tokens(text: str) -> list[str]:
@@ -28,36 +31,41 @@ def tokens(text: str) -> list[str]:
     return re.findall(r"\s*\S+", text)
 
 
-async def send_text(ws, words: list[str], delay_s: float) -> float:
-    """Send the words one message each; returns perf_counter just before the first."""
-    first = time.perf_counter()
-    for i, word in enumerate(words):
-        if i:
-            await asyncio.sleep(delay_s)
-        await ws.send(json.dumps({"type": "text", "text": word}))
-    await ws.send(json.dumps({"type": "end"}))
-    return first
+async def send_text(ws, words: list[str], delay_s: float) -> None:
+    """Send the words one message each, then the end; stops quietly when the server has
+    closed the session (the receiver reports why)."""
+    try:
+        for i, word in enumerate(words):
+            if i:
+                await asyncio.sleep(delay_s)
+            await ws.send(json.dumps({"type": "text", "text": word}))
+        await ws.send(json.dumps({"type": "end"}))
+    except ConnectionClosed:
+        pass
 
 
-async def receive(ws, out, started: list[float]) -> int:
-    """Write audio frames to `out`, print events; returns the close code."""
+async def receive(ws, out, started: list[float]) -> tuple[int, str]:
+    """Write audio frames to `out`, print events; returns the close code and reason."""
     first_audio = None
-    async for message in ws:
-        if isinstance(message, bytes):
-            if first_audio is None and started:
-                first_audio = time.perf_counter()
-                print(f"first audio {first_audio - started[0]:.3f} s after the first word",
-                      file=sys.stderr)
-            out.write(message)
-            continue
-        event = json.loads(message)
-        kind = event["type"]
-        if kind == "segment.start":
-            print(f"segment {event['segment']} at {event['audio_start']:.2f} s: "
-                  f"{event['text']!r}", file=sys.stderr)
-        elif kind in ("session.created", "speech.audio.done", "error"):
-            print(json.dumps(event), file=sys.stderr)
-    return ws.close_code or 0
+    try:
+        async for message in ws:
+            if isinstance(message, bytes):
+                if first_audio is None and started:
+                    first_audio = time.perf_counter()
+                    print(f"first audio {first_audio - started[0]:.3f} s after the first word",
+                          file=sys.stderr)
+                out.write(message)
+                continue
+            event = json.loads(message)
+            kind = event["type"]
+            if kind == "segment.start":
+                print(f"segment {event['segment']} at {event['audio_start']:.2f} s: "
+                      f"{event['text']!r}", file=sys.stderr)
+            elif kind in ("session.created", "speech.audio.done", "error"):
+                print(json.dumps(event), file=sys.stderr)
+    except ConnectionClosed:
+        pass  # closed with an error code: its code and reason are returned below
+    return ws.close_code or 0, ws.close_reason or ""
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -69,15 +77,20 @@ async def main(args: argparse.Namespace) -> int:
               "response_format": args.format}
     if args.seed is not None:
         config["seed"] = args.seed
-    async with connect(url, additional_headers=headers, max_size=None) as ws:
-        await ws.send(json.dumps(config))
-        started: list[float] = []
-        with open(args.out, "wb") as out:
-            receiver = asyncio.create_task(receive(ws, out, started))
-            started.append(time.perf_counter())
-            await send_text(ws, words, args.delay_ms / 1000)
-            code = await receiver
-    print(f"closed {code}; wrote {args.out}", file=sys.stderr)
+    try:
+        async with connect(url, additional_headers=headers, max_size=None) as ws:
+            await ws.send(json.dumps(config))
+            started: list[float] = []
+            with open(args.out, "wb") as out:
+                receiver = asyncio.create_task(receive(ws, out, started))
+                started.append(time.perf_counter())
+                await send_text(ws, words, args.delay_ms / 1000)
+                code, reason = await receiver
+    except InvalidStatus as exc:  # refused at the handshake: a missing or wrong API key
+        print(f"refused: HTTP {exc.response.status_code} (is --api-key needed?)",
+              file=sys.stderr)
+        return 1
+    print(f"closed {code} {reason}; wrote {args.out}", file=sys.stderr)
     return 0 if code == 1000 else 1
 
 

@@ -176,6 +176,7 @@ def test_malformed_messages_get_an_error_event_and_a_clear_close(joe_server, mes
     assert error[0]["error"]["message"]
     assert (got.close_code, got.close_reason) == (close, code)
     assert not got.audio
+    assert not got.of_type("segment.start")  # no segment begun that never ends
 
 
 def test_bad_sessions_leave_a_good_one_undisturbed(joe_server):

@@ -264,9 +264,12 @@ class StreamSession:
         hold_saved_voice(self.engine, stream)
         rate = self.sample_rate
         start = self.samples
-        async with stream:
-            await self._send_json(segment_start_event(index, span, start / rate))
+        started = False  # segment.start waits for the first chunk: a segment the front end
+        async with stream:  # refuses (nothing speakable) then has only its error event
             async for chunk in stream:
+                if not started:
+                    await self._send_json(segment_start_event(index, span, start / rate))
+                    started = True
                 for word in chunk.words:  # before the audio that starts them
                     await self._send_json(stream_word_event(span, word, start / rate))
                 data = self._encoder.push(chunk.samples)
@@ -275,6 +278,8 @@ class StreamSession:
                     await self._send_bytes(data)
             if not stream.done:
                 raise _Gone  # closed under us
+        if not started:  # finished without a chunk: its start still precedes its end
+            await self._send_json(segment_start_event(index, span, start / rate))
         self.segments += 1
         await self._send_json(segment_end_event(index, self.samples - start, self.samples / rate))
 
