@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -14,34 +13,16 @@ from pathlib import Path
 import httpx
 import pytest
 import soundfile as sf
+import word_events
 from conftest import LiveServer, start_server
+from word_events import TEXT, WORDS, check_words
 
 pytestmark = pytest.mark.integration
 
-TEXT = "  Dr. Smith paid $5.50 on 3/4.\n\nThe quick brown fox jumps over the lazy dog."
-WORDS = ["Dr.", "Smith", "paid", "$5.50", "on", "3/4", "The", "quick", "brown", "fox", "jumps",
-         "over", "the", "lazy", "dog"]
 
 
 def sse_events(url: str, **body) -> list[dict]:
-    payload = {"model": "piper", "voice": "joe", "input": TEXT, "response_format": "pcm",
-               "stream_format": "sse", "timestamps": True, **body}
-    with httpx.stream("POST", f"{url}/v1/audio/speech", json=payload, timeout=120) as r:
-        assert r.status_code == 200, r.read()
-        lines = [line for line in r.iter_lines() if line.startswith("data: ")]
-    return [json.loads(line[6:]) for line in lines]
-
-
-def check_words(words: list[dict], text: str, duration: float) -> None:
-    assert [w["word"] for w in words] == WORDS
-    end = 0.0
-    for w in words:
-        assert text[w["text_start"] : w["text_end"]] == w["word"]
-        assert end <= w["start"] <= w["end"]
-        end = w["end"]
-    assert words[-1]["end"] <= duration + 1e-3
-    spans = [(w["text_start"], w["text_end"]) for w in words]
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+    return word_events.sse_events(url, "piper", "joe", **body)
 
 
 def test_sse_word_events_come_before_their_audio(joe_server):
