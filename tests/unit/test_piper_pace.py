@@ -39,7 +39,7 @@ def test_early_window_only_where_it_turns_a_miss_into_a_hit():
 def _family(tiny_voice_dir, **options):
     base = {"include_default_voice": False, "voices_dir": str(tiny_voice_dir),
             "default_voice": "tiny", "first_chunk_frames": 4, "decoder_chunk_frames": 16,
-            "solo_threads": 0, **options}
+            "solo_threads": 0, "bulk_workers": 0, **options}
     settings = load_settings(None, {"engine.warmup": False,
                                     "models": [{"name": "piper", "family": "piper",
                                                 "options": base}]})

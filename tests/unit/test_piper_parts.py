@@ -23,7 +23,7 @@ TEXT = "Short words stream. A second sentence follows it."
 def _settings(tiny_voice_dir, **options):
     base = {"include_default_voice": False, "voices_dir": str(tiny_voice_dir),
             "default_voice": "tiny", "first_chunk_frames": 4, "decoder_chunk_frames": 16,
-            "solo_threads": 0, **options}
+            "solo_threads": 0, "bulk_workers": 0, **options}
     return load_settings(None, {"engine.warmup": False,
                                 "models": [{"name": "piper", "family": "piper",
                                             "options": base}]})

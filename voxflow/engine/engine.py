@@ -23,7 +23,15 @@ from voxflow.engine.ar_loop import AutoregressiveLoop
 from voxflow.engine.checks import SPEED_MAX, SPEED_MIN, check_input, check_seed, check_speed
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.request import Deadlines, RequestState, SpeechRequest
-from voxflow.engine.scheduler import Job, StageQueue, drain
+from voxflow.engine.scheduler import (
+    ANY,
+    BULK,
+    FAST,
+    Job,
+    StageQueue,
+    drain,
+    lower_thread_priority,
+)
 from voxflow.engine.stream import SpeechStream
 from voxflow.engine.worker import run_stage_batch
 from voxflow.errors import (
@@ -150,10 +158,13 @@ class Engine:
         queues = [StageQueue(model, stage, self.metrics, isolate) for stage in stages]
         for i, (stage, queue) in enumerate(zip(stages, queues, strict=True)):
             downstream = queues[i + 1] if i + 1 < len(queues) else None
-            for w in range(stage.workers):
+            lanes = [(FAST if stage.bulk_workers else ANY, w) for w in range(stage.workers)]
+            if not isinstance(stage, AutoregressiveStage):
+                lanes += [(BULK, w) for w in range(stage.bulk_workers)]
+            for lane, w in lanes:
                 t = threading.Thread(
-                    target=self._worker(model, stage, queue, downstream),
-                    name=f"{model}-{stage.name}-{w}",
+                    target=self._worker(model, stage, queue, downstream, lane),
+                    name=f"{model}-{stage.name}-{'bulk-' if lane == BULK else ''}{w}",
                     daemon=True,
                 )
                 t.start()
@@ -162,8 +173,9 @@ class Engine:
         return queues
 
     def _worker(self, model: str, stage: Stage, queue: StageQueue,
-                downstream: StageQueue | None):
-        """The loop one worker thread of `stage` runs, by the stage's kind."""
+                downstream: StageQueue | None, lane: str = ANY):
+        """The loop one worker thread of `stage` runs, by the stage's kind and its lane
+        (scheduler rule 7: a bulk worker first lowers its thread's priority)."""
         if isinstance(stage, AutoregressiveStage):
             if downstream is None:
                 raise ValueError(f"autoregressive stage {stage.name} cannot be the last stage")
@@ -172,7 +184,13 @@ class Engine:
         def handle(batch: list[Job]) -> None:
             run_stage_batch(model, stage, batch, downstream, self.metrics, queue.isolated(batch))
 
-        return lambda: drain(queue, handle)
+        def loop() -> None:
+            if lane == BULK and not lower_thread_priority(stage.bulk_nice):
+                log.warning("%s: cannot lower a bulk worker's priority here; it runs at the "
+                            "fast lane's", stage.name)
+            drain(queue, handle, lane)
+
+        return loop
 
     async def _warmup(self, family: ModelFamily) -> None:
         request = SpeechRequest(family.name, family.warmup_text, family.default_voice, seed=0)

@@ -29,10 +29,17 @@ Policy, applied each time a worker asks for work (`StageQueue.next_batch`):
    finishing no sooner than they do; under load every worker still finds other requests' work.
    Delivery wakes the queue (`RequestState.watch_segments`); a held segment that falls due wakes
    it by the wait's timeout.
+7. Lanes: a stage with ``bulk_workers`` runs two kinds of worker. Its ``workers`` form the fast
+   lane and take only urgent items (`Stage.urgent_in` <= 0: a newcomer's first window, a stream
+   about to run dry); the bulk workers run at a lower OS priority (`Stage.bulk_nice`) and take
+   any item, an urgent one only while no fast worker is free. An urgent item thus never waits
+   for a long run in progress: the kernel hands its core to the fast worker at once and the
+   bulk run resumes after it (preemption without cutting the bulk run into pieces).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +50,14 @@ from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.request import RequestState
 from voxflow.stages.items import StageBatch, StageItem
 from voxflow.stages.stage import Stage
+
+ANY, FAST, BULK = "any", "fast", "bulk"
+"""Worker lanes (rule 7)."""
+
+
+def _sooner(a: float | None, b: float | None) -> float | None:
+    """The shorter of two waits (None: no limit)."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 @dataclass(frozen=True)
@@ -106,20 +121,24 @@ class StageQueue:
         self._expected: dict[str, tuple[tuple[int, int], RequestState]] = {}
         self._cond = threading.Condition()
         self._closed = False
+        self._fast_idle = 0  # fast-lane workers waiting for work (rule 7)
 
     def __len__(self) -> int:
         with self._cond:
             return len(self._items)
 
     def put(self, item: Job) -> None:
-        """Add an item; wakes one waiting worker."""
+        """Add an item; wakes one waiting worker (every one, with lanes: rule 7)."""
         if self.stage.serial_segments and item.segment > 0:
             item.state.watch_segments(self.wake)  # rule 6: its earlier segments' delivery
         with self._cond:
             self._seq += 1
             self._items.append((self._seq, item))
             self._update_depth()
-            self._cond.notify()
+            if self.stage.bulk_workers:
+                self._cond.notify_all()  # a worker of either lane may be the one it needs
+            else:
+                self._cond.notify()
 
     def wake(self) -> None:
         """Wake every waiting worker to look at the queue again (a held item may be ready)."""
@@ -132,13 +151,16 @@ class StageQueue:
             self._closed = True
             self._cond.notify_all()
 
-    def next_batch(self, timeout: float | None = None, limit: int | None = None) -> list[Job]:
+    def next_batch(self, timeout: float | None = None, limit: int | None = None,
+                   lane: str = ANY) -> list[Job]:
         """Block until work exists, then form one batch by the policy above.
 
         Args:
             timeout: seconds to wait for work (None: until there is some or the queue closes;
                 0: do not wait).
             limit: most items to take (default and cap: the stage's `max_batch_size`).
+            lane: `ANY`, or with the stage's ``bulk_workers`` `FAST` (urgent items only) or
+                `BULK` (rule 7).
         Returns:
             The batch (>= 1 item), or [] when closed or after `timeout` seconds with no work.
         """
@@ -148,14 +170,22 @@ class StageQueue:
                 self._drop_cancelled()
                 if self._closed:
                     return []
-                batch = self._form_batch(limit) if self._items else []
+                batch = self._form_batch(limit, lane) if self._items else []
                 if batch:
                     self._update_depth()
                     return batch
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return []
-                self._cond.wait(self._until_due(left))
+                wait = self._until_due(left)
+                if lane == FAST:
+                    wait = _sooner(wait, self._until_urgent())
+                    self._fast_idle += 1
+                try:
+                    self._cond.wait(wait)
+                finally:
+                    if lane == FAST:
+                        self._fast_idle -= 1
 
     def done(self, batch: list[Job]) -> None:
         """Mark a batch's run finished (in_order stages: its requests may run their next
@@ -198,10 +228,31 @@ class StageQueue:
         soonest = max(soonest, 0.001)
         return soonest if timeout is None else min(soonest, timeout)
 
-    def _ready(self, job: Job, now: float) -> bool:
-        """Not held (rule 6); in_order stages: `job` is its request's next item and none of it
-        runs now."""
-        if self._held(job, now):
+    def _urgent_in(self, job: Job, now: float) -> float:
+        """Seconds until `job` is urgent (rule 7; <= 0: it is)."""
+        state = job.state
+        return self.stage.urgent_in(job.item, state.slack(job.segment, now), state.audio_flowing)
+
+    def _until_urgent(self) -> float | None:
+        """How long an idle fast worker waits: until the first waiting item turns urgent."""
+        now = time.perf_counter()
+        # items urgent already but not ready (rule 5, 6) wake the queue when they become ready
+        soonest = min((t for _, job in self._items if 0 < (t := self._urgent_in(job, now))
+                       < float("inf")), default=None)
+        return soonest
+
+    def _in_lane(self, job: Job, now: float, lane: str) -> bool:
+        """Rule 7: the fast lane takes urgent items only; the bulk lane takes an urgent one
+        only while no fast worker is free to."""
+        if lane == ANY or not self.stage.bulk_workers:
+            return True
+        urgent = self._urgent_in(job, now) <= 0
+        return urgent if lane == FAST else (not urgent or self._fast_idle == 0)
+
+    def _ready(self, job: Job, now: float, lane: str = ANY) -> bool:
+        """Not held (rule 6); in this worker's lane (rule 7); in_order stages: `job` is its
+        request's next item and none of it runs now."""
+        if self._held(job, now) or not self._in_lane(job, now, lane):
             return False
         if not self.stage.in_order:
             return True
@@ -209,13 +260,13 @@ class StageQueue:
         expected = self._expected.get(request_id, ((0, 0), None))[0]
         return request_id not in self._running and (job.item.segment, job.item.part) == expected
 
-    def _form_batch(self, limit: int | None = None) -> list[Job]:
+    def _form_batch(self, limit: int | None = None, lane: str = ANY) -> list[Job]:
         stage = self.stage
         size = stage.max_batch_size if limit is None else min(limit, stage.max_batch_size)
         now = time.perf_counter()
         entries = sorted(
             ((_priority(job, seq, now), job) for seq, job in self._items
-             if self._ready(job, now)),
+             if self._ready(job, now, lane)),
             key=lambda entry: entry[0],
         )
         if not entries or size < 1:
@@ -261,10 +312,25 @@ class StageQueue:
         self._metrics.queue_depth.labels(self.model, self.stage.name).set(len(self._items))
 
 
-def drain(queue: StageQueue, on_batch: Callable[[list[Job]], None]) -> None:
-    """Worker loop: take batches until the queue closes, handing each to `on_batch`."""
+def lower_thread_priority(nice: int) -> bool:
+    """Raise the calling thread's nice value by `nice` (Linux: a thread is its own task, so
+    only this thread is affected; an unprivileged process may lower its priority, never
+    raise it back). Returns False where the platform cannot (then nothing changes)."""
+    if nice <= 0 or not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+        return False
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+    except OSError:
+        return False
+    return True
+
+
+def drain(queue: StageQueue, on_batch: Callable[[list[Job]], None], lane: str = ANY) -> None:
+    """Worker loop: take batches of `lane` (rule 7) until the queue closes, handing each to
+    `on_batch`."""
     while True:
-        batch = queue.next_batch()
+        batch = queue.next_batch(lane=lane)
         if not batch:
             return
         try:

@@ -44,7 +44,10 @@ class Stage(ABC):
     Instance attributes:
         max_batch_size: most items in one `run` call (1 = no batching).
         max_batch_cost: cap on padded cost, ``len(batch) * max(cost)``; None = no cap.
-        workers: how many worker threads run this stage.
+        workers: how many worker threads run this stage (with `bulk_workers`: its fast lane).
+        bulk_workers: extra worker threads at a lower OS priority (nice + `bulk_nice`); with
+            any, the `workers` take only urgent items (`urgent_in`; scheduler rule 7).
+        bulk_nice: how much lower the bulk workers' priority is (Linux nice steps, 1-19).
     """
 
     name: ClassVar[str]
@@ -59,6 +62,8 @@ class Stage(ABC):
         self.max_batch_size = max_batch_size
         self.max_batch_cost = max_batch_cost
         self.workers = workers
+        self.bulk_workers = 0
+        self.bulk_nice = 10
 
     def batch_key(self, item: StageItem) -> Hashable:
         """Items batch together only when their keys are equal (default: all compatible)."""
@@ -76,6 +81,13 @@ class Stage(ABC):
         go on. Raising fails the whole call; the engine then retries the items one by one so a
         bad item never fails its batch-mates.
         """
+
+    def urgent_in(self, item: StageItem, slack_s: float, audio_flowing: bool) -> float:
+        """Seconds until `item` is urgent: the fast lane's workers take it from then on
+        (scheduler rule 7; only read with `bulk_workers`). `slack_s`: seconds until its
+        listener would wait (`RequestState.slack`); `audio_flowing`: its listener already has
+        audio. Default: 0 (always urgent)."""
+        return 0.0
 
     def working_set_bytes(self, batch: StageBatch) -> int:
         """Predicted peak bytes this stage's run of `batch` holds above what it held before

@@ -151,6 +151,25 @@ class PiperAcousticStage(Stage):
                                 s.decoder_window_growth)
         self._early = EarlyWindow((s.first_chunk_frames or 0) if s.early_first_window else 0,
                                   s.decoder_pad_frames)
+        # lanes (bulk_workers): under load a first segment starts with one small window only
+        self._loaded = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
+                                  s.loaded_first_chunk_frames, s.flow_pad_frames, 1.0)
+        self._lanes = s.bulk_workers > 0
+        self.bulk_workers = s.bulk_workers
+        self.bulk_nice = s.bulk_nice
+        self._margin_s = s.urgent_margin_s
+
+    def urgent_in(self, item: StageItem, slack_s: float, audio_flowing: bool) -> float:
+        """A segment before its request's first audio is urgent while its first audio can
+        still be on time (the fast lane encodes it and decodes its first window); once late,
+        never (under overload, streams already playing go first: late either way, it waits
+        for the bulk lane). A continuation turns urgent when its slack falls below a whole
+        window's predicted decode (`decoder_chunk_frames`, `DecodePace`) plus
+        `urgent_margin_s`."""
+        if not audio_flowing:
+            return 0.0 if slack_s > 0 else float("inf")
+        frames = self._plan.chunk_frames or 512
+        return slack_s - self._family.pace.seconds(frames) - self._margin_s
 
     def native_speed(self, item: StageItem) -> float:
         """The speed the graph renders `item` at (its speed clamped to the clean range)."""
@@ -211,6 +230,9 @@ class PiperAcousticStage(Stage):
         # A seeded request's windows must not depend on the load: only its first segment,
         # whose windows always start small, may stream them early.
         stream = item.speed == native and graph.frames is not None
+        if stream and self._lanes and not alone and item.segment == 0 and slack_s > 0:
+            return Parts(self._loaded_windows(values, frames, item),
+                         self._words(voice, encoded, b, item, native))
         early = (stream and not alone and (item.segment == 0 or not item.request.seeded)
                  and self._early.worth_it(slack_s, frames, self._family.pace))
         small_first = stream and ((item.segment == 0 and (alone or item.request.seeded))
@@ -232,6 +254,16 @@ class PiperAcousticStage(Stage):
         # still through the decoder stage (which passes it on): an in_order stage must see
         # every segment of a request, or the next one would wait for it forever
         return Next(time_stretch(wave, rate, item.speed / native), words)
+
+    def _loaded_windows(self, values: list[np.ndarray], frames: int,
+                        item: StageItem) -> list[DecodeWindow]:
+        """With lanes, under load, a first segment still on time: the windows the decoder
+        stage runs. Unseeded: one `loaded_first_chunk_frames` window (the fast lane's), then
+        the rest in the fewest windows (the bulk lane's). Seeded: the windows it has alone
+        (its bytes must not depend on the load)."""
+        plan = self._plan if item.request.seeded else self._loaded
+        windows = plan.windows(frames, first=True)
+        return [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
 
     @staticmethod
     def _words(voice: PiperVoiceModel, encoded: Encoded, b: int, item: StageItem,
@@ -279,6 +311,19 @@ class PiperDecoderStage(Stage):
         s = family.settings
         super().__init__(s.max_batch_size, None, s.workers)
         self._family = family
+        self.bulk_workers = s.bulk_workers
+        self.bulk_nice = s.bulk_nice
+        self._margin_s = s.urgent_margin_s
+
+    def urgent_in(self, item: StageItem, slack_s: float, audio_flowing: bool) -> float:
+        """A segment decoded in line (passed on) and a window before its request's first audio
+        are urgent now; a later window when its slack, less its predicted decode time
+        (`DecodePace`), falls below `urgent_margin_s`."""
+        window = item.payload
+        if not isinstance(window, DecodeWindow) or not audio_flowing:
+            return 0.0
+        frames = window.span[1] - window.span[0]
+        return slack_s - self._family.pace.seconds(frames) - self._margin_s
 
     def batch_key(self, item: StageItem) -> Hashable:
         window = item.payload

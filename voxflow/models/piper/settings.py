@@ -99,6 +99,35 @@ class PiperSettings(BaseModel):
         "(decoded twice over the seam's context frames). false = under load every segment is "
         "decoded in line and sent whole.",
     )
+    bulk_workers: int = Field(
+        0, ge=0, le=64,
+        description="Lanes (scheduler rule 7; off by default): this many acoustic and as many "
+        "decoder worker threads at a lower OS priority (nice + `bulk_nice`) take what is not "
+        "urgent, and the `workers` of each stage take only urgent work: a newcomer's encoder "
+        "run and first window while its first audio can be on time, a stream about to run "
+        "dry. The kernel then gives urgent work a core at once, ahead of a bulk run in "
+        "progress. Under load a first segment still on time is decoded as a "
+        "`loaded_first_chunk_frames` window (fast lane) and the rest (bulk lane); other "
+        "segments are decoded in line as without lanes. 0 = no lanes.",
+    )
+    bulk_nice: int = Field(
+        10, ge=1, le=19,
+        description="With `bulk_workers`: how much lower the bulk workers' priority is, in "
+        "Linux nice steps (10: a bulk thread gets about a tenth of a core beside a fast one).",
+    )
+    loaded_first_chunk_frames: int = Field(
+        200, ge=1, le=100_000,
+        description="With `bulk_workers`: the first window of a request's first segment "
+        "under load while its first audio can be on time (200 = 2.3 s at joe's hop), decoded "
+        "by the fast lane; the rest of the segment is the bulk lane's, due when those frames "
+        "have played (single runs: 64 stalled, 160-200 did not).",
+    )
+    urgent_margin_s: float = Field(
+        0.15, ge=0.0, le=10.0,
+        description="With `bulk_workers`: a continuation turns urgent (fast lane) when its "
+        "listener would wait unless it started within this many seconds (its slack less the "
+        "predicted decode time, `DecodePace`).",
+    )
     decoder_pad_frames: int = Field(
         12, ge=0, le=256,
         description="Latent frames of context decoded on each side of a decoder window and "
