@@ -21,6 +21,7 @@ import numpy as np
 from piper.config import PiperConfig
 
 from voxflow.audio.stretch import split_speed, time_stretch
+from voxflow.engine.scheduler import BULK, current_lane
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
 from voxflow.models.piper import memory
 from voxflow.models.piper.decode import (
@@ -248,7 +249,7 @@ class PiperAcousticStage(Stage):
             return StreamedParts(len(cut), lambda: self._decode_each(graph, cut, hop), words)
         started = time.perf_counter()
         wave = decode_in_line(graph, values, frames, cut, voice.config.hop_length)
-        if stream:
+        if stream and current_lane() != BULK:
             self._family.pace.observe(decoded_frames(cut), time.perf_counter() - started)
         rate = voice.config.sample_rate
         # still through the decoder stage (which passes it on): an in_order stage must see
@@ -320,8 +321,10 @@ class PiperDecoderStage(Stage):
         are urgent now; a later window when its slack, less its predicted decode time
         (`DecodePace`), falls below `urgent_margin_s`."""
         window = item.payload
-        if not isinstance(window, DecodeWindow) or not audio_flowing:
+        if not isinstance(window, DecodeWindow):
             return 0.0
+        if not audio_flowing:
+            return 0.0 if slack_s > 0 else float("inf")
         frames = window.span[1] - window.span[0]
         return slack_s - self._family.pace.seconds(frames) - self._margin_s
 
@@ -351,7 +354,9 @@ class PiperDecoderStage(Stage):
             windows = [item.payload for item in batch]
             started = time.perf_counter()
             waves = decode_windows(graph.frames, windows, voice.config.hop_length)
-            if not alone:  # the pace under load (a run alone has the solo session's threads)
+            # the pace under load (a run alone has the solo session's threads), at the fast
+            # lane's priority (a bulk run is slowed by whatever runs ahead of it)
+            if not alone and current_lane() != BULK:
                 self._family.pace.observe(decoded_frames(windows),
                                           time.perf_counter() - started)
         return [Audio(np.clip(w, -1.0, 1.0).astype(np.float32)) for w in waves]

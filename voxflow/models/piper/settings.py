@@ -123,10 +123,12 @@ class PiperSettings(BaseModel):
         "have played (single runs: 64 stalled, 160-200 did not).",
     )
     urgent_margin_s: float = Field(
-        0.15, ge=0.0, le=10.0,
+        1.0, ge=0.0, le=10.0,
         description="With `bulk_workers`: a continuation turns urgent (fast lane) when its "
         "listener would wait unless it started within this many seconds (its slack less the "
-        "predicted decode time, `DecodePace`).",
+        "predicted decode time, `DecodePace`). At 0.15 and 0.6 the fast lane, busy with "
+        "newcomers, took continuations too late (closed loop, concurrency 16: 36 and 10 of "
+        "80 requests stalled; 1.0: none).",
     )
     decoder_pad_frames: int = Field(
         12, ge=0, le=256,
