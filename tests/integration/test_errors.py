@@ -102,6 +102,18 @@ def test_voices_of_unknown_model(joe_server):
     assert_error(r, 404, "model", "nope")
 
 
+def test_saving_a_voice_on_a_model_that_cannot_clone_says_so_whatever_the_files(joe_server):
+    # Before: a form without files was told to send audio or features, which could not help.
+    url = f"{joe_server.url}/v1/audio/voices"
+    fields = {"name": (None, "bob"), "model": (None, "piper")}  # multipart text fields
+    for files in ({}, {"audio": ("a.wav", b"RIFF", "audio/wav")}):
+        r = httpx.post(url, files={**fields, **files})
+        assert_error(r, 400, "model", "'piper' (piper) does not support voice cloning")
+        assert r.json()["error"]["code"] == "voice_cloning_unsupported"
+    r = httpx.post(url, files={"model": (None, "piper")})  # what every upload needs: first
+    assert_error(r, 400, "name", "Missing required parameter: 'name'")
+
+
 # Issue 8, item 4: one error shape everywhere. (name, raw body or a change to GOOD, status,
 # param, code). A raw body is bytes sent as is with Content-Type: application/json.
 HUGE = "v" * 100_000

@@ -94,13 +94,11 @@ async def _parse_form(request: Request, body: bytes) -> FormData:
                                   code="invalid_body") from exc
 
 
-async def _upload(form: FormData) -> tuple[str, VoiceUpload]:
-    """The model name and the upload of a parsed form (fields checked, files read)."""
-    text, files = await _fields(form)
-    _check_combination(text, files)
-    upload = VoiceUpload(name=text["name"], audio=files.get("audio"), text=text.get("text"),
+def _upload(text: dict[str, str], files: dict[str, bytes]) -> VoiceUpload:
+    """The upload of a form's checked fields and files (`_check_files`)."""
+    _check_files(text, files)
+    return VoiceUpload(name=text["name"], audio=files.get("audio"), text=text.get("text"),
                          features=files.get("features"), language=text.get("language") or None)
-    return text["model"], upload
 
 
 async def _fields(form: FormData) -> tuple[dict[str, str], dict[str, bytes]]:
@@ -132,12 +130,16 @@ async def _fields(form: FormData) -> tuple[dict[str, str], dict[str, bytes]]:
     return text, files
 
 
-def _check_combination(text: dict[str, str], files: dict[str, bytes]) -> None:
-    """Required fields, and either audio + text or features."""
+def _check_required(text: dict[str, str]) -> None:
+    """The fields every upload needs: name and model."""
     for key in ("name", "model"):
         if not text.get(key):
             raise InvalidRequestError(f"Missing required parameter: '{key}'.", param=key,
                                       code="missing_required_parameter")
+
+
+def _check_files(text: dict[str, str], files: dict[str, bytes]) -> None:
+    """Either audio + text or features, none empty."""
     if ("audio" in files) == ("features" in files):
         raise InvalidRequestError(
             "Send either 'audio' (a recording, with 'text' its transcript) or 'features' (a "
@@ -182,10 +184,13 @@ async def create_voice(request: Request) -> dict:
     body = await read_limited_body(request, limit)
     form = await _parse_form(request, body)
     try:
-        model, upload = await _upload(form)
+        text, files = await _fields(form)
     finally:
         await form.close()
-    name, family = cloning_family(engine, model)
+    _check_required(text)
+    # a model that cannot clone is refused before its files are judged: no fix to them helps
+    name, family = cloning_family(engine, text["model"])
+    upload = _upload(text, files)
     voice_id = await asyncio.to_thread(family.create_voice, upload)
     return voice_entry(name, engine.family(name), voice_id) | {"saved": True}
 
