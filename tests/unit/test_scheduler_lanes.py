@@ -27,8 +27,7 @@ class LanedStage(KeyedStage):
     """Payload "now" is urgent at once, "later" in 0.15 s from its creation, "never" never."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.bulk_workers = 1
+        super().__init__(bulk_workers=1)
         self.born = time.perf_counter()
 
     def urgent_in(self, item: StageItem, slack_s: float, audio_flowing: bool) -> float:

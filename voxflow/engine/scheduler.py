@@ -123,7 +123,6 @@ class StageQueue:
         self._expected: dict[str, tuple[tuple[int, int], RequestState]] = {}
         self._cond = threading.Condition()
         self._closed = False
-        self._fast_idle = 0  # fast-lane workers waiting for work (rule 7)
 
     def __len__(self) -> int:
         with self._cond:
@@ -182,12 +181,7 @@ class StageQueue:
                 wait = self._until_due(left)
                 if lane == FAST:
                     wait = _sooner(wait, self._until_urgent())
-                    self._fast_idle += 1
-                try:
-                    self._cond.wait(wait)
-                finally:
-                    if lane == FAST:
-                        self._fast_idle -= 1
+                self._cond.wait(wait)
 
     def done(self, batch: list[Job]) -> None:
         """Mark a batch's run finished (in_order stages: its requests may run their next

@@ -57,13 +57,14 @@ class Stage(ABC):
     serial_segments: ClassVar[bool] = False
 
     def __init__(
-        self, max_batch_size: int = 1, max_batch_cost: int | None = None, workers: int = 1
+        self, max_batch_size: int = 1, max_batch_cost: int | None = None, workers: int = 1,
+        bulk_workers: int = 0, bulk_nice: int = 10,
     ):
         self.max_batch_size = max_batch_size
         self.max_batch_cost = max_batch_cost
         self.workers = workers
-        self.bulk_workers = 0
-        self.bulk_nice = 10
+        self.bulk_workers = bulk_workers
+        self.bulk_nice = bulk_nice
 
     def batch_key(self, item: StageItem) -> Hashable:
         """Items batch together only when their keys are equal (default: all compatible)."""

@@ -33,7 +33,7 @@ from voxflow.models.piper.decode import (
 )
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_config
-from voxflow.models.piper.pace import DecodePace, EarlyWindow
+from voxflow.models.piper.pace import DecodePace, EarlyWindow, urgent_in
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import Encoded, decode_in_line, encode_batch
 from voxflow.models.place import place_words
@@ -145,7 +145,8 @@ class PiperAcousticStage(Stage):
 
     def __init__(self, family: PiperFamily):
         s = family.settings
-        super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers)
+        super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers, s.bulk_workers,
+                         s.bulk_nice)
         self._family = family
         self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
                                 s.first_chunk_frames, s.flow_pad_frames,
@@ -155,22 +156,14 @@ class PiperAcousticStage(Stage):
         # lanes (bulk_workers): under load a first segment starts with one small window only
         self._loaded = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
                                   s.loaded_first_chunk_frames, s.flow_pad_frames, 1.0)
-        self._lanes = s.bulk_workers > 0
-        self.bulk_workers = s.bulk_workers
-        self.bulk_nice = s.bulk_nice
-        self._margin_s = s.urgent_margin_s
 
     def urgent_in(self, item: StageItem, slack_s: float, audio_flowing: bool) -> float:
-        """A segment before its request's first audio is urgent while its first audio can
-        still be on time (the fast lane encodes it and decodes its first window); once late,
-        never (under overload, streams already playing go first: late either way, it waits
-        for the bulk lane). A continuation turns urgent when its slack falls below a whole
-        window's predicted decode (`decoder_chunk_frames`, `DecodePace`) plus
-        `urgent_margin_s`."""
-        if not audio_flowing:
-            return 0.0 if slack_s > 0 else float("inf")
-        frames = self._plan.chunk_frames or 512
-        return slack_s - self._family.pace.seconds(frames) - self._margin_s
+        """`pace.urgent_in` for a whole segment: before first audio, urgent while it can be on
+        time (the fast lane encodes it and hands on its first window); a continuation, by
+        a whole window's predicted decode (`decoder_chunk_frames`) plus `urgent_margin_s`."""
+        frames = self._plan.chunk_frames or 512  # a whole segment: its frames are not known yet
+        return urgent_in(slack_s, audio_flowing, frames, self._family.pace,
+                         self._family.settings.urgent_margin_s)
 
     def native_speed(self, item: StageItem) -> float:
         """The speed the graph renders `item` at (its speed clamped to the clean range)."""
@@ -231,7 +224,7 @@ class PiperAcousticStage(Stage):
         # A seeded request's windows must not depend on the load: only its first segment,
         # whose windows always start small, may stream them early.
         stream = item.speed == native and graph.frames is not None
-        if stream and self._lanes and not alone and item.segment == 0 and slack_s > 0:
+        if stream and self.bulk_workers and not alone and item.segment == 0 and slack_s > 0:
             return Parts(self._loaded_windows(values, frames, item),
                          self._words(voice, encoded, b, item, native))
         early = (stream and not alone and (item.segment == 0 or not item.request.seeded)
@@ -310,23 +303,17 @@ class PiperDecoderStage(Stage):
 
     def __init__(self, family: PiperFamily):
         s = family.settings
-        super().__init__(s.max_batch_size, None, s.workers)
+        super().__init__(s.max_batch_size, None, s.workers, s.bulk_workers, s.bulk_nice)
         self._family = family
-        self.bulk_workers = s.bulk_workers
-        self.bulk_nice = s.bulk_nice
-        self._margin_s = s.urgent_margin_s
 
     def urgent_in(self, item: StageItem, slack_s: float, audio_flowing: bool) -> float:
-        """A segment decoded in line (passed on) and a window before its request's first audio
-        are urgent now; a later window when its slack, less its predicted decode time
-        (`DecodePace`), falls below `urgent_margin_s`."""
+        """A segment decoded in line (passed on) is urgent now; a window by `pace.urgent_in`
+        over its decoded frames."""
         window = item.payload
         if not isinstance(window, DecodeWindow):
             return 0.0
-        if not audio_flowing:
-            return 0.0 if slack_s > 0 else float("inf")
-        frames = window.span[1] - window.span[0]
-        return slack_s - self._family.pace.seconds(frames) - self._margin_s
+        return urgent_in(slack_s, audio_flowing, window.span[1] - window.span[0],
+                         self._family.pace, self._family.settings.urgent_margin_s)
 
     def batch_key(self, item: StageItem) -> Hashable:
         window = item.payload

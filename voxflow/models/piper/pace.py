@@ -84,3 +84,15 @@ class EarlyWindow:
         whole = pace.seconds(frames)
         first = pace.seconds(self.first_frames + self.pad_frames)
         return first <= slack_s < whole
+
+
+def urgent_in(slack_s: float, audio_flowing: bool, frames: int, pace: DecodePace,
+              margin_s: float) -> float:
+    """Seconds until a Piper item turns urgent (scheduler rule 7; <= 0: it is), the rule both
+    stages share. Before its request's first audio: urgent while that audio can be on time
+    (`slack_s` > 0), else never (late either way, under overload it waits for the bulk lane
+    behind streams already playing). Once audio flows: when `slack_s` less the predicted
+    decode of `frames` frames (`pace`) falls below `margin_s` seconds."""
+    if not audio_flowing:
+        return 0.0 if slack_s > 0 else float("inf")
+    return slack_s - pace.seconds(frames) - margin_s
