@@ -74,6 +74,17 @@ class StreamClient:
         self.ws.send(json.dumps(message) if isinstance(message, dict) else message)
         return now
 
+    def send_until_closed(self, messages: list) -> int:
+        """Send `messages` in order, stopping at the first the server closed the socket before:
+        a refusal closes it, possibly before the messages after the refused one are sent.
+        Returns how many were sent."""
+        for sent, message in enumerate(messages):
+            try:
+                self.send(message)
+            except ConnectionClosed:
+                return sent
+        return len(messages)
+
     def text(self, text: str) -> float:
         return self.send({"type": "text", "text": text})
 

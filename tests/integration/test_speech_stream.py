@@ -165,8 +165,7 @@ BAD = [
 def test_malformed_messages_get_an_error_event_and_a_clear_close(joe_server, messages, code,
                                                                   param, close):
     with StreamClient(joe_server.url) as client:
-        for message in messages:
-            client.send(message)
+        client.send_until_closed(messages)
         got = client.finish(timeout=60)
     error = got.of_type("error")
     assert len(error) == 1, got.events
@@ -185,8 +184,7 @@ def test_bad_sessions_leave_a_good_one_undisturbed(joe_server):
         good.text(SENTENCES[0] + " ")
         for messages, *_ in BAD[:8]:
             with StreamClient(joe_server.url) as bad:
-                for message in messages:
-                    bad.send(message)
+                bad.send_until_closed(messages)
                 assert bad.finish(timeout=60).close_code >= 4400
         good.text(SENTENCES[1])
         good.send({"type": "end"})
@@ -286,8 +284,8 @@ def test_text_far_ahead_of_speech_is_refused_not_hoarded():
         sentence = "This sentence is here to fill the stream with text faster than speech. "
         with StreamClient(live.url) as client:
             client.send(config())
-            for _ in range(2 * 6400 // len(sentence)):  # twice the limit: far ahead
-                client.text(sentence)
+            texts = [{"type": "text", "text": sentence}] * (2 * 6400 // len(sentence))
+            assert client.send_until_closed(texts) >= 6400 // len(sentence)  # far ahead
             got = client.finish()
         error = got.of_type("error")[0]["error"]
         assert (error["code"], error["param"]) == ("input_too_long", "text")
