@@ -4,7 +4,6 @@ Run from the repository root:
 
     .venv/bin/python benchmarks/piper_windows.py                    # benchmarks/data/sentences.txt
     .venv/bin/python benchmarks/piper_windows.py --first 32 --chunk 512 --out windows.json
-    .venv/bin/python benchmarks/piper_windows.py --first 200 --growth 1 --flowed  # lanes' cut
 
 For each line of the sentences file: one seeded encoder run, then the flow and decoder once over
 the whole segment and once in the windows voxflow serves with (`DecodePlan` from the Piper
@@ -15,9 +14,7 @@ the sample-to-sample jump over the median jump in the 10 ms around it (issue 16'
 at most 3x) beside the same ratio of the whole run at the same sample (speech itself jumps more
 than 3x its local median at some samples), and the time of both (median of --repeats). Quality
 guard (exit status): SNR >= 30 dB or identical, and no seam over 3x that is also over the whole
-run's ratio there. With --flowed the windows are cut from one flow run over the whole segment
-(`decode.flow_segment`, what lanes hand the decoder stage under load), and that run is timed
-with them.
+run's ratio there.
 """
 
 from __future__ import annotations
@@ -52,18 +49,13 @@ def seam_ratio(audio: np.ndarray, seams: list[int], around: int) -> float:
 
 
 def run_windows(models, values: list[np.ndarray], frames: int, hop: int, plan,
-                first: bool, flowed: bool = False) -> tuple[np.ndarray, list[int]]:
-    """Flow + decoder over `plan`'s windows of one row; (samples, seam sample indices).
-    With `flowed`, one flow run over the segment, then the decoder alone per window."""
-    from voxflow.models.piper.decode import cut_flowed, cut_window, decode_window, flow_segment
+                first: bool) -> tuple[np.ndarray, list[int]]:
+    """Flow + decoder over `plan`'s windows of one row; (samples, seam sample indices)."""
+    from voxflow.models.piper.decode import cut_window, decode_window
 
     windows = plan.windows(frames, first=first)
-    if flowed:
-        latent = flow_segment(models, values, frames)
-        cut = [cut_flowed(latent, values[2:], w) for w in windows]
-    else:
-        cut = [cut_window(values, w, plan.flow_pad_frames) for w in windows]
-    parts = [decode_window(models, w, hop) for w in cut]
+    parts = [decode_window(models, cut_window(values, w, plan.flow_pad_frames), hop)
+             for w in windows]
     return np.concatenate(parts), [w[1] * hop for w in windows[1:]]
 
 
@@ -82,9 +74,6 @@ def main() -> int:
     parser.add_argument("--sentences", type=Path, default=ROOT / "benchmarks/data/sentences.txt")
     parser.add_argument("--first", type=int, default=s.first_chunk_frames)
     parser.add_argument("--chunk", type=int, default=s.decoder_chunk_frames)
-    parser.add_argument("--growth", type=float, default=s.decoder_window_growth)
-    parser.add_argument("--flowed", action="store_true",
-                        help="cut the windows from one flow run over the segment")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -92,8 +81,7 @@ def main() -> int:
     config = PiperConfig.from_dict(json.loads(Path(f"{path}.json").read_text(encoding="utf-8")))
     graph = load_graph(path, 1, 1)
     assert graph.frames is not None
-    plan = DecodePlan(args.chunk, s.decoder_pad_frames, args.first, s.flow_pad_frames,
-                      args.growth)
+    plan = DecodePlan(args.chunk, s.decoder_pad_frames, args.first, s.flow_pad_frames)
     whole_plan = DecodePlan(None, s.decoder_pad_frames, None, s.flow_pad_frames)
     hop, around = config.hop_length, config.sample_rate // 100
     rows = []
@@ -108,8 +96,7 @@ def main() -> int:
             t0 = time.perf_counter()
             whole, _ = run_windows(graph.frames, values, frames, hop, whole_plan, False)
             t1 = time.perf_counter()
-            windowed, seams = run_windows(graph.frames, values, frames, hop, plan, True,
-                                          args.flowed)
+            windowed, seams = run_windows(graph.frames, values, frames, hop, plan, True)
             times["whole"].append(t1 - t0)
             times["windows"].append(time.perf_counter() - t1)
         row = {"line": n, "frames": frames, "windows": len(seams) + 1,
@@ -132,8 +119,7 @@ def main() -> int:
     print(f"worst SNR {worst_snr:.1f} dB (inf = all identical), worst seam {worst_seam:.2f}x, "
           f"windows' time over whole: {overhead * 100:+.1f}%")
     if args.out:
-        args.out.write_text(json.dumps({"plan": plan.__dict__, "flowed": args.flowed, "rows": rows},
-                                       indent=1))
+        args.out.write_text(json.dumps({"plan": plan.__dict__, "rows": rows}, indent=1))
     clicks = [r["line"] for r in rows
               if r["seam_ratio"] > max(3.0, r["seam_ratio_whole"] * 1.01)]
     print(f"seams over 3x and over the whole run's jump at the same sample: {clicks or 'none'}")

@@ -12,16 +12,14 @@ from piper.config import PiperConfig
 
 from voxflow.models.piper.decode import (
     DecodePlan,
-    cut_flowed,
     cut_window,
     decode_window,
     decode_windows,
-    flow_segment,
 )
 from voxflow.models.piper.frontend import text_to_segments
 from voxflow.models.piper.loader import load_graph, rewrite_graph
 from voxflow.models.piper.split import decoder_inputs, flow_inputs, split_graph
-from voxflow.models.piper.synth import encode_batch, synthesize_batch
+from voxflow.models.piper.synth import synthesize_batch
 
 
 @pytest.fixture(scope="module")
@@ -114,27 +112,6 @@ def test_windowed_decode_of_joe_equals_the_whole_decode_within_float_rounding(jo
     assert np.abs(first - whole).max() < 1e-5
 
 
-def test_windows_cut_from_one_flow_run_of_joe_equal_the_whole_decode(joe):
-    _, config, graph = joe
-    ids = _ids(config, "One flow run over the segment, then the decoder alone on each window.")
-    values, frames = encode_batch(graph, config, [ids], [(5, 0)], 1.0, 12.0).row(0)
-    hop = config.hop_length
-    [whole] = [decode_window(graph.frames, cut_window(values, w, 32), hop)
-               for w in DecodePlan(None).windows(frames)]
-    latent = flow_segment(graph.frames, values, frames)
-    assert latent.shape == (1, values[0].shape[1], frames) and latent.dtype == np.float32
-    for plan in (DecodePlan(None, 12, first_frames=200, growth=1.0), DecodePlan(64, 12)):
-        windows = [cut_flowed(latent, values[2:], w) for w in plan.windows(frames, first=True)]
-        assert all(w.flowed and w.frames == w.span[1] for w in windows)
-        parts = [decode_window(graph.frames, w, hop) for w in windows]
-        assert [p.size for p in parts] == [(w.keep[1] - w.keep[0]) * hop for w in windows]
-        assert np.abs(np.concatenate(parts) - whole).max() < 1e-5  # as the flow's own windows
-    # the flow context is what a flowed window spares: without it the seams are audible
-    short = [cut_window(values, w, 0) for w in DecodePlan(64, 12).windows(frames)]
-    unflowed = np.concatenate([decode_window(graph.frames, w, hop) for w in short])
-    assert np.abs(unflowed - whole).max() > 1e-3
-
-
 def test_windowed_decode_is_byte_identical_run_to_run(joe):
     _, config, graph = joe
     ids = _ids(config, "The same seed and the same windows give the same bytes.")
@@ -165,17 +142,3 @@ def test_windows_run_alone_or_batched_to_the_kept_samples_in_order(tiny_voice_di
                for b, w in zip(batched, same, strict=True))
     with pytest.raises(ValueError, match="one length"):
         decode_windows(frames, windows, 256)
-    # windows cut from one flow run over the first 25 frames (as if the rest were a batch's
-    # padding): the decoder only, the samples of those 25 frames decoded whole
-    head = [np.ascontiguousarray(v[:, :, :25]) for v in prior]
-    [whole] = [decode_window(frames, cut_window(head, w, 5), 256)
-               for w in DecodePlan(None).windows(25)]
-    latent = flow_segment(frames, prior, 25)
-    flowed = [cut_flowed(latent, prior[2:], w) for w in DecodePlan(10, 3).windows(25)]
-    assert [(w.frames, w.span, w.keep) for w in flowed] == [
-        (12, (0, 12), (0, 9)), (15, (0, 15), (3, 12)), (10, (0, 10), (3, 10))]
-    assert np.array_equal(np.concatenate([decode_window(frames, w, 256) for w in flowed]), whole)
-    twin = cut_window(prior, DecodePlan(10, 3).windows(25)[0], 0)  # 12 frames, span (0, 12)
-    assert (twin.frames, twin.span) == (flowed[0].frames, flowed[0].span)
-    with pytest.raises(ValueError, match="one length"):
-        decode_windows(frames, [flowed[0], twin], 256)

@@ -56,7 +56,6 @@ def test_under_load_a_first_segment_on_time_starts_with_one_small_window(tiny_vo
     assert isinstance(out, Parts)
     kept = _kept(out)
     assert kept[0] == 6 and len(kept) == 2  # the fast lane's window, then the rest in one
-    assert all(w.flowed for w in out.payloads)  # cut from one flow run: no flow at the seam
     family.pace = DecodePace(start=1e-6)
     # already late, or a continuation: decoded in line as without lanes (no seam, no hop)
     assert isinstance(_busy_run(family, slack_s=-0.1), Next)
@@ -73,7 +72,7 @@ def test_under_load_a_seeded_segment_keeps_the_windows_it_has_alone(tiny_voice_d
     assert isinstance(loaded, Parts) and isinstance(alone, Parts)
     assert _kept(loaded) == _kept(alone) and _kept(alone)[0] == 4  # first_chunk_frames
     for a, b in zip(loaded.payloads, alone.payloads, strict=True):
-        assert a.span == b.span and a.keep == b.keep and not a.flowed
+        assert a.span == b.span and a.keep == b.keep
         np.testing.assert_array_equal(a.values[0], b.values[0])
 
 

@@ -91,20 +91,14 @@ class DecodeWindow:
 
     Attributes:
         values: the flow's inputs over frames [a, b): z_p (1, C, b - a) and y_mask (1, 1, b - a)
-            float32, then any per-row input (a speaker embedding) whole. With `flowed`, the
-            flow's output instead: the latent over the decoder's frames [lo, hi), (1, C, hi - lo)
-            float32, then the per-row inputs.
-        span: the decoder's frames [lo, hi) within [a, b), as (lo - a, hi - a); (0, hi - lo)
-            with `flowed`.
+            float32, then any per-row input (a speaker embedding) whole.
+        span: the decoder's frames [lo, hi) within [a, b), as (lo - a, hi - a).
         keep: the kept frames [s, e) within [lo, hi), as (s - lo, e - lo).
-        flowed: the flow already ran over the whole segment (`flow_segment`, `cut_flowed`):
-            only the decoder runs on this window.
     """
 
     values: list[np.ndarray]
     span: tuple[int, int]
     keep: tuple[int, int]
-    flowed: bool = False
 
     @property
     def frames(self) -> int:
@@ -127,38 +121,6 @@ def cut_window(values: list[np.ndarray], window: tuple[int, int, int, int],
     return DecodeWindow([*cut, *values[2:]], (lo - a, hi - a), (s - lo, e - lo))
 
 
-def flow_segment(models: FrameModels, values: list[np.ndarray], frames: int) -> np.ndarray:
-    """The flow over a whole segment: the decoder's latent, (1, C, frames) float32.
-
-    Run once, it spares the windows cut from it (`cut_flowed`) the flow context each window
-    otherwise runs again at each seam (2 x (pad + flow_pad) = 88 frames for joe, about a fifth
-    of a sentence's flow), at the price of running the flow over the whole segment before the
-    first window (joe: about 0.15 ms per frame on one core).
-
-    Args:
-        values: z_p (1, C, F) and y_mask (1, 1, F), then per-row extras (the encoder's row;
-            F may run past the segment's end, to the longest row of its batch).
-        frames: the segment's frames (at most F); the flow runs over [0, frames) only.
-    """
-    cut = [np.ascontiguousarray(v[:, :, :frames]) for v in values[:2]]
-    feed = {name: v for name, v in zip(models.flow_inputs, [*cut, *values[2:]], strict=True)}
-    (latent,) = models.flow.run([models.decoder_inputs[0]], feed)
-    return latent
-
-
-def cut_flowed(latent: np.ndarray, extras: list[np.ndarray],
-               window: tuple[int, int, int, int]) -> DecodeWindow:
-    """The flowed `DecodeWindow` of `window` = (lo, s, e, hi) from a segment's latent.
-
-    Args:
-        latent: the flow's output over the whole segment, (1, C, F) (`flow_segment`).
-        extras: the row's per-row inputs after z_p and y_mask (`values[2:]`), in flow order.
-    """
-    lo, s, e, hi = window
-    cut = np.ascontiguousarray(latent[:, :, lo:hi])  # own memory, not a view of the segment
-    return DecodeWindow([cut, *extras], (0, hi - lo), (s - lo, e - lo), flowed=True)
-
-
 def decode_window(models: FrameModels, window: DecodeWindow, hop: int) -> np.ndarray:
     """Run flow and decoder on one window; the kept samples, ((e - s) * hop,) float32.
 
@@ -171,26 +133,20 @@ def decode_window(models: FrameModels, window: DecodeWindow, hop: int) -> np.nda
 
 def decode_windows(models: FrameModels, windows: list[DecodeWindow],
                    hop: int) -> list[np.ndarray]:
-    """Run flow and decoder on windows of equal shape in one batched run each (the decoder
-    only on `flowed` windows); the kept samples of each window.
+    """Run flow and decoder on windows of equal shape in one batched run each; the kept
+    samples of each window.
 
     Raises:
-        ValueError: windows of different frames or spans, or flowed beside unflowed ones.
+        ValueError: windows of different frames or spans.
     """
-    if len({(w.frames, w.span, w.flowed) for w in windows}) != 1:
+    if len({(w.frames, w.span) for w in windows}) != 1:
         raise ValueError("only windows of one length and span run together")
-    first = 1 if windows[0].flowed else 2  # the per-row inputs follow the latent, or z_p, y_mask
-    extras = {name: np.concatenate([w.values[first + i] for w in windows])
-              for i, name in enumerate(models.flow_inputs[2:])}
-    if windows[0].flowed:
-        latent = np.concatenate([w.values[0] for w in windows])
-    else:
-        feed = {name: np.concatenate([w.values[i] for w in windows])
-                for i, name in enumerate(models.flow_inputs[:2])}
-        (latent,) = models.flow.run([models.decoder_inputs[0]], {**feed, **extras})
+    feed = {name: np.concatenate([w.values[i] for w in windows])
+            for i, name in enumerate(models.flow_inputs)}
+    (latent,) = models.flow.run([models.decoder_inputs[0]], feed)
     lo, hi = windows[0].span
     dec_feed = {models.decoder_inputs[0]: np.ascontiguousarray(latent[:, :, lo:hi])}
-    dec_feed.update({name: extras[name] for name in models.decoder_inputs[1:]})  # = flow extras
+    dec_feed.update({name: feed[name] for name in models.decoder_inputs[1:]})  # = flow extras
     (wave,) = models.decoder.run([OUTPUT], dec_feed)
     flat = wave.reshape(len(windows), -1)
     return [flat[b, w.keep[0] * hop : w.keep[1] * hop] for b, w in enumerate(windows)]

@@ -27,11 +27,9 @@ from voxflow.models.piper import memory
 from voxflow.models.piper.decode import (
     DecodePlan,
     DecodeWindow,
-    cut_flowed,
     cut_window,
     decode_window,
     decode_windows,
-    flow_segment,
 )
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_config
@@ -227,7 +225,7 @@ class PiperAcousticStage(Stage):
         # whose windows always start small, may stream them early.
         stream = item.speed == native and graph.frames is not None
         if stream and self.bulk_workers and not alone and item.segment == 0 and slack_s > 0:
-            return Parts(self._loaded_windows(graph, values, frames, item),
+            return Parts(self._loaded_windows(values, frames, item),
                          self._words(voice, encoded, b, item, native))
         early = (stream and not alone and (item.segment == 0 or not item.request.seeded)
                  and self._early.worth_it(slack_s, frames, self._family.pace))
@@ -251,20 +249,15 @@ class PiperAcousticStage(Stage):
         # every segment of a request, or the next one would wait for it forever
         return Next(time_stretch(wave, rate, item.speed / native), words)
 
-    def _loaded_windows(self, graph: RewrittenGraph, values: list[np.ndarray], frames: int,
+    def _loaded_windows(self, values: list[np.ndarray], frames: int,
                         item: StageItem) -> list[DecodeWindow]:
         """With lanes, under load, a first segment still on time: the windows the decoder
         stage runs. Unseeded: one `loaded_first_chunk_frames` window (the fast lane's), then
-        the rest in the fewest windows (the bulk lane's), cut from the flow run here over the
-        whole segment (`decode.flow_segment`: no flow context run twice at the seam).
-        Seeded: the windows it has alone (its bytes must not depend on the load)."""
-        if item.request.seeded:
-            windows = self._plan.windows(frames, first=True)
-            return [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
-        assert graph.frames is not None  # only cut graphs stream windows
-        latent = flow_segment(graph.frames, values, frames)
-        return [cut_flowed(latent, values[2:], w)
-                for w in self._loaded.windows(frames, first=True)]
+        the rest in the fewest windows (the bulk lane's). Seeded: the windows it has alone
+        (its bytes must not depend on the load)."""
+        plan = self._plan if item.request.seeded else self._loaded
+        windows = plan.windows(frames, first=True)
+        return [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
 
     @staticmethod
     def _words(voice: PiperVoiceModel, encoded: Encoded, b: int, item: StageItem,
@@ -293,9 +286,9 @@ class PiperAcousticStage(Stage):
 
 
 class PiperDecoderStage(Stage):
-    """Windows (`decode.DecodeWindow`) -> their samples through flow and decoder (the decoder
-    only for a window cut from a flow run over its segment, `flowed`), one `Audio` part each;
-    a segment the acoustic stage decoded in line ((N,) float32 samples) is passed on as it is.
+    """Windows (`decode.DecodeWindow`) -> their samples through flow and decoder, one `Audio`
+    part each; a segment the acoustic stage decoded in line ((N,) float32 samples) is passed
+    on as it is.
 
     A request's windows run one at a time, in order (`in_order`, though they hold no state):
     a lone request's windows then each start alone and take the solo session's threads, where
@@ -326,7 +319,7 @@ class PiperDecoderStage(Stage):
         window = item.payload
         if not isinstance(window, DecodeWindow):
             return "decoded"  # a segment the acoustic stage decoded itself
-        return (item.request.voice, window.frames, window.span, window.flowed)
+        return (item.request.voice, window.frames, window.span)
 
     def cost(self, item: StageItem) -> int:
         window = item.payload
@@ -349,9 +342,8 @@ class PiperDecoderStage(Stage):
             started = time.perf_counter()
             waves = decode_windows(graph.frames, windows, voice.config.hop_length)
             # the pace under load (a run alone has the solo session's threads), at the fast
-            # lane's priority (a bulk run is slowed by whatever runs ahead of it), of windows
-            # that run the flow as well (a flowed window's decode is faster per frame)
-            if not alone and current_lane() != BULK and not windows[0].flowed:
+            # lane's priority (a bulk run is slowed by whatever runs ahead of it)
+            if not alone and current_lane() != BULK:
                 self._family.pace.observe(decoded_frames(windows),
                                           time.perf_counter() - started)
         return [Audio(np.clip(w, -1.0, 1.0).astype(np.float32)) for w in waves]
