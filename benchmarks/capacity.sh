@@ -8,8 +8,8 @@
 # 4. open loop: capacity at 99% goodput (first audio within 1 s, no stall), the same three
 #    servers, 3 starts each, on the sentences file;
 # 5. the paragraph case (five sentences a request): voxflow's capacity without and with lanes,
-#    and piper-tts's goodput
-#    at one rate (a server that answers whole files cannot give first audio within 1 s there);
+#    and piper-tts's goodput at one rate (a server that answers whole files cannot give first
+#    audio within 1 s there);
 # 6. Kokoro: its ceiling and its capacity at the same service level (configs/multi.yaml).
 # Every step writes one JSON into OUT_DIR (default: bench-capacity/) and prints its table.
 # About 70 minutes on 2 cores.

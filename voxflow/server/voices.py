@@ -98,7 +98,7 @@ def _upload(text: dict[str, str], files: dict[str, bytes]) -> VoiceUpload:
     """The upload of a form's checked fields and files (`_check_files`)."""
     _check_files(text, files)
     return VoiceUpload(name=text["name"], audio=files.get("audio"), text=text.get("text"),
-                         features=files.get("features"), language=text.get("language") or None)
+                       features=files.get("features"), language=text.get("language") or None)
 
 
 async def _fields(form: FormData) -> tuple[dict[str, str], dict[str, bytes]]:
