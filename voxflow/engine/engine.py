@@ -455,6 +455,12 @@ class Engine:
         if state.first_audio_at is not None:
             self.metrics.ttfa.labels(model).observe(state.first_audio_at - state.submitted_at)
         self.metrics.audio_seconds.labels(model).inc(audio_s)
+        if state.underruns:
+            self.metrics.underruns.labels(model).inc(len(state.underruns))
+            self.metrics.underrun_seconds.labels(model).inc(state.underrun_s)
+            log.info("request %s: %d playback underrun(s), %.3f s (segment:part gap %s)",
+                     state.id, len(state.underruns), state.underrun_s,
+                     " ".join(f"{s}:{p} {g:.3f}" for s, p, g in state.underruns))
         if audio_s > 0:
             wall_s = time.perf_counter() - state.submitted_at
             self.metrics.rtf.labels(model).observe(wall_s / audio_s)

@@ -53,6 +53,15 @@ class EngineMetrics:
             "voxflow_real_time_factor", "Request wall time over its audio duration.", ["model"],
             buckets=_RTF_BUCKETS, registry=r,
         )
+        self.underruns = Counter(
+            "voxflow_playback_underruns", "Chunks of finished requests sent after the audio "
+            "before them had played out (playback taken to start at the first chunk): what a "
+            "listener hears as a gap.", ["model"], registry=r,
+        )
+        self.underrun_seconds = Counter(
+            "voxflow_playback_underrun_seconds", "Seconds listeners waited in playback "
+            "underruns, finished requests.", ["model"], registry=r,
+        )
         self.queue_depth = Gauge(
             "voxflow_queue_depth", "Items waiting in a stage queue.", ["model", "stage"],
             registry=r,

@@ -148,6 +148,10 @@ class RequestState:
         self.submitted_at = time.perf_counter()
         self.first_audio_at: float | None = None
         self.audio_samples = 0
+        # Playback underruns (`_track_playback`): chunks emitted after the audio before them had
+        # played out, as (segment, part, gap seconds), for the metrics and the log.
+        self.underruns: list[tuple[int, int, float]] = []
+        self._playback_end: float | None = None
         self.segments_total: int | None = None
         self.segments_synthesized = 0
         self._sink = sink
@@ -370,6 +374,7 @@ class RequestState:
                 and self._next_segment == self.segments_total
             )
             if audio.size or final:  # an empty held-back part is no chunk
+                self._track_playback(segment, part, audio.size)
                 self._emit_locked(audio, last)
         if (
             not self._finished
@@ -387,6 +392,27 @@ class RequestState:
             end = max(offset + w.end_s, start)
             self._words.append(TimedWord(start, end, w.text_start, w.text_end))
             self._words_end = end
+
+    def _track_playback(self, segment: int, part: int, samples: int) -> None:
+        """Record a playback underrun when a chunk of `samples` goes out after the audio
+        emitted before it has played out. The listener is the bench's (`voxflow.bench.timeline`):
+        playback starts at the first chunk and, after a gap, resumes at the late chunk."""
+        if not samples:
+            return
+        now = time.perf_counter()
+        duration = samples / self.sample_rate
+        if self._playback_end is None:
+            self._playback_end = now + duration
+        elif now > self._playback_end:
+            self.underruns.append((segment, part, now - self._playback_end))
+            self._playback_end = now + duration
+        else:
+            self._playback_end += duration
+
+    @property
+    def underrun_s(self) -> float:
+        """Seconds the listener waited in underruns (0.0 without any)."""
+        return sum(gap for _, _, gap in self.underruns)
 
     def _emit_locked(self, audio: np.ndarray, last: bool) -> None:
         if self.first_audio_at is None and audio.size:
