@@ -354,6 +354,21 @@ def test_health_reports_a_model_that_failed_to_load(make_settings):
     assert health["models"] == {"fake": {"status": "failed", "error": "RuntimeError: bad weights"}}
 
 
+def test_a_segment_late_for_its_listener_counts_as_a_playback_underrun(make_settings):
+    # 100 Hz, 10 samples a character: segment 0 ("abcde") is 0.5 s of audio, heard from its
+    # chunk on; segment 1 takes 0.8 s after it, so its listener waits about 0.3 s.
+    settings = make_settings({"sample_rate": 100, "delays": {1: 0.8}})
+
+    async def main():
+        async with running(settings) as engine:
+            await engine.submit(req("abcde|f")).collect()
+            return engine
+
+    engine = asyncio.run(main())
+    assert value(engine, "voxflow_playback_underruns_total") == 1
+    assert value(engine, "voxflow_playback_underrun_seconds_total") == pytest.approx(0.3, abs=0.15)
+
+
 def test_warmup_runs_before_ready(make_settings):
     async def main():
         async with running(make_settings(warmup=True)) as engine:

@@ -36,6 +36,13 @@ def test_early_window_only_where_it_turns_a_miss_into_a_hit():
     assert not EarlyWindow(0, 12).worth_it(0.1, 250, pace)  # switched off
 
 
+def test_early_window_safety_takes_the_whole_decode_as_slower_than_its_mean_pace():
+    pace = DecodePace(start=0.001)  # 250 frames: 0.25 s predicted, 0.375 s with safety 1.5
+    assert not EarlyWindow(32, 12).worth_it(0.3, 250, pace)      # the mean says on time
+    assert EarlyWindow(32, 12, safety=1.5).worth_it(0.3, 250, pace)  # too close: stream
+    assert not EarlyWindow(32, 12, safety=1.5).worth_it(0.4, 250, pace)
+
+
 def _family(tiny_voice_dir, **options):
     base = {"include_default_voice": False, "voices_dir": str(tiny_voice_dir),
             "default_voice": "tiny", "first_chunk_frames": 4, "decoder_chunk_frames": 16,

@@ -458,3 +458,35 @@ def test_a_stage_batch_carries_each_items_slack_until_its_playback_deadline():
     assert batch.slack_s[1] == pytest.approx(1.0, abs=0.05)
     assert playing.due(1, time.perf_counter()) - time.perf_counter() == pytest.approx(0, abs=0.05)
     assert batch.slack(5) == float("inf")
+
+
+def test_a_stage_batchs_slack_counts_down_from_its_formation():
+    # A stage decides after its batch waited at the memory gate or ran a while (Piper's
+    # encoder): `slack` is what is left then, `slack_s` what it was when the batch formed.
+    from voxflow.engine.scheduler import stage_batch
+    from voxflow.stages.items import StageBatch
+
+    new, _ = make_state()
+    batch = stage_batch([job(new, 0, "a")], KeyedStage())
+    time.sleep(0.2)
+    assert batch.slack(0) == pytest.approx(batch.slack_s[0] - 0.2, abs=0.05)
+    assert batch.slack(0) < batch.slack_s[0] - 0.19
+    items = [job(new, 0, "a").item]
+    assert StageBatch.of(items, slack_s=(0.5,)).slack(0) == 0.5  # built outside the scheduler
+    formed = time.perf_counter() - 0.3
+    assert StageBatch.of(items, slack_s=(0.5,), formed_at=formed).slack(0) == pytest.approx(
+        0.2, abs=0.05)
+
+
+def test_a_chunk_sent_after_the_audio_before_it_played_out_is_an_underrun():
+    # 8 kHz: 800 samples are 0.1 s of audio, heard from the first chunk on
+    state, sink = make_state()
+    state.set_segment_count(3)
+    state.deliver(0, np.zeros(800, np.float32))
+    state.deliver(1, np.zeros(800, np.float32))  # at once: 0.2 s in hand
+    assert state.underruns == [] and state.underrun_s == 0.0
+    time.sleep(0.35)  # played out at 0.2 s: the listener waits about 0.15 s for segment 2
+    state.deliver(2, np.zeros(800, np.float32))
+    assert [(s, p) for s, p, _ in state.underruns] == [(2, 0)]
+    assert state.underrun_s == pytest.approx(0.15, abs=0.05)
+    assert len(sink.chunks) == 3 and sink.chunks[-1].is_last

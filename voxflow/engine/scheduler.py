@@ -94,7 +94,7 @@ def stage_batch(jobs: list[Job], stage: Stage, isolated: bool = False, **kwargs:
     now = time.perf_counter()
     slack = tuple(job.state.slack(job.segment, now) for job in jobs)
     return StageBatch.of(items, key=stage.batch_key(items[0]), isolated=isolated,
-                         slack_s=slack, **kwargs)
+                         slack_s=slack, formed_at=now, **kwargs)
 
 
 class StageQueue:

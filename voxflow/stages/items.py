@@ -12,6 +12,7 @@ fast); segment and part indices are 0-based.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
@@ -119,6 +120,9 @@ class StageBatch(Generic[P]):
             extra compute to meet a deadline it would otherwise miss (Piper streams a
             segment's first window ahead of the rest). Empty when the batch was built outside
             the engine's scheduler.
+        formed_at: `time.perf_counter()` when `slack_s` was taken; `slack` subtracts the
+            seconds since, so a stage deciding after its batch waited (memory gate) or ran a
+            while (Piper's encoder) sees the slack left then. None: `slack_s` as given.
     """
 
     items: tuple[StageItem[P], ...]
@@ -127,10 +131,17 @@ class StageBatch(Generic[P]):
     step: tuple[int, ...] = field(default_factory=tuple)
     bucket: tuple[int, int] | None = None
     slack_s: tuple[float, ...] = field(default_factory=tuple)
+    formed_at: float | None = None
 
     def slack(self, index: int) -> float:
-        """`slack_s[index]`, or +inf (no deadline known) when the scheduler gave none."""
-        return self.slack_s[index] if index < len(self.slack_s) else float("inf")
+        """Seconds left now until item `index`'s listener would wait: `slack_s[index]` less
+        the time since `formed_at` (when set); +inf (no deadline known) when the scheduler
+        gave none."""
+        if index >= len(self.slack_s):
+            return float("inf")
+        if self.formed_at is None:
+            return self.slack_s[index]
+        return self.slack_s[index] - (time.perf_counter() - self.formed_at)
 
     def __len__(self) -> int:
         return len(self.items)

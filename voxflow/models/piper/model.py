@@ -152,7 +152,7 @@ class PiperAcousticStage(Stage):
                                 s.first_chunk_frames, s.flow_pad_frames,
                                 s.decoder_window_growth)
         self._early = EarlyWindow((s.first_chunk_frames or 0) if s.early_first_window else 0,
-                                  s.decoder_pad_frames)
+                                  s.decoder_pad_frames, s.early_window_safety)
         # lanes (bulk_workers): under load a first segment starts with one small window only
         self._loaded = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
                                   s.loaded_first_chunk_frames, s.flow_pad_frames, 1.0)

@@ -99,6 +99,13 @@ class PiperSettings(BaseModel):
         "(decoded twice over the seam's context frames). false = under load every segment is "
         "decoded in line and sent whole.",
     )
+    early_window_safety: float = Field(
+        1.5, ge=1.0, le=10.0,
+        description="With `early_first_window`: the in-line decode is taken to last this many "
+        "times its prediction from the measured decoder pace, because a run's time varies "
+        "with what shares its core; a segment decoded whole that ends late is a gap its "
+        "listener hears, a needless early window only its seam's compute. 1 = trust the mean.",
+    )
     bulk_workers: int = Field(
         0, ge=0, le=64,
         description="Lanes (scheduler rule 7; off by default): this many acoustic and as many "
