@@ -34,6 +34,7 @@ class WorkingSetGate:
         self._capacity = capacity
         self._reserved = 0
         self._running = 0
+        self._local = threading.local()  # each thread's reservations (`shrink`)
         self._queue: deque[object] = deque()  # waiters' tickets, first come first served
         self._cond = threading.Condition()
         self.waits = 0          # runs that had to wait (``voxflow_memory_waits_total``)
@@ -67,8 +68,14 @@ class WorkingSetGate:
         to it downstream.
         """
         nbytes = max(0, int(nbytes))
+        held = [nbytes]  # what this run holds now (`shrink` lowers it)
+        stack = self._held_stack()
         if nbytes == 0:
-            yield
+            stack.append(held)
+            try:
+                yield
+            finally:
+                stack.pop()
             return
         with self._cond:
             if self._queue or not self._fits(nbytes):
@@ -83,13 +90,42 @@ class WorkingSetGate:
                 self._cond.notify_all()  # the next waiter may fit too
             self._reserved += nbytes
             self._running += 1
+        stack.append(held)
         try:
             yield
         finally:
+            stack.pop()
             with self._cond:
-                self._reserved -= nbytes
+                self._reserved -= held[0]
                 self._running -= 1
                 self._cond.notify_all()
+
+    def shrink(self, nbytes: int) -> None:
+        """Lower the calling thread's innermost reservation (its `hold` block) to `nbytes`,
+        waking waiters that now fit; never raises it, and does nothing outside a `hold`.
+
+        For a run that learns its working set partway: a Piper acoustic run reserves its
+        encoder and a decode predicted from the phoneme count, then, once the encoder has run
+        and freed its tensors, only what its decode of the known frames needs.
+        """
+        stack = self._held_stack()
+        if not stack:
+            return
+        held = stack[-1]
+        nbytes = max(0, int(nbytes))
+        if nbytes >= held[0]:
+            return
+        with self._cond:
+            self._reserved -= held[0] - nbytes
+            held[0] = nbytes
+            self._cond.notify_all()
+
+    def _held_stack(self) -> list[list[int]]:
+        """The calling thread's reservations, innermost last (one `[bytes]` per `hold`)."""
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
 
 
 GATE = WorkingSetGate()

@@ -123,6 +123,36 @@ def test_raising_the_capacity_admits_a_waiter():
     b.join(6)
 
 
+def test_a_run_that_shrinks_its_reservation_admits_a_waiter_that_now_fits():
+    gate, log = WorkingSetGate(100 * MIB), []
+    shrunk, done = threading.Event(), threading.Event()
+
+    def run() -> None:
+        with gate.hold(80 * MIB):
+            shrunk.wait(5)
+            gate.shrink(90 * MIB)  # never raised
+            assert gate.reserved == 80 * MIB
+            gate.shrink(30 * MIB)
+            log.append("shrunk")
+            done.wait(5)
+
+    a = threading.Thread(target=run, daemon=True)
+    a.start()
+    _wait_for(lambda: gate.reserved == 80 * MIB)
+    b = _start(gate, 50 * MIB, log, "b", threading.Event())
+    _wait_for(lambda: gate.waits == 1)
+    assert "start b" not in log  # 130 MiB would not fit
+    shrunk.set()
+    _wait_for(lambda: "start b" in log)  # 80 MiB does
+    assert log.index("shrunk") < log.index("start b")
+    done.set()
+    a.join(5)
+    b.join(6)
+    assert gate.reserved == 0  # each hold returned what it held at its end
+    gate.shrink(0)  # outside a hold: nothing to lower
+    assert gate.reserved == 0
+
+
 def test_kokoro_predicts_2_mib_per_token_divided_by_the_speed():
     assert kokoro_memory.run_bytes(120, 1.0) == 4 * MIB + 2 * MIB * 120
     assert kokoro_memory.run_bytes(93, 0.6) == 4 * MIB + int(2 * MIB * 93 / 0.6)
@@ -154,6 +184,32 @@ def test_piper_stages_predict_the_encoder_and_the_largest_window():
     assert decoder.working_set_bytes(windows) == piper_memory.decode_bytes(260)
     in_line = StageBatch.of([stage_item(state, 0, np.zeros(100, np.float32))])
     assert decoder.working_set_bytes(in_line) == 0
+
+
+def test_a_piper_acoustic_run_keeps_only_its_decode_of_the_known_frames_after_encoding():
+    from voxflow.models.piper.model import PiperAcousticStage
+    from voxflow.models.piper.synth import Encoded
+
+    class Family:
+        from voxflow.models.piper.settings import PiperSettings
+        settings = PiperSettings()
+
+    class Graph:
+        frames = object()  # a cut graph: the flow and decoder run in this stage's windows
+
+    acoustic = PiperAcousticStage(Family())
+    state, _ = make_state(voice="joe")
+    batch = StageBatch.of([stage_item(state, 0, PhonemeSegment("x", np.ones(n, np.int64)))
+                           for n in (200, 250)])
+    z = np.zeros((2, 192, 700), np.float32)
+    encoded = Encoded([z], np.asarray([430, 650]), np.zeros((2, 250), np.float32))
+    # predicted from 250 ids: the encoder and a 536-frame window; known: 430 frames, and
+    # 650 frames are decoded in windows of at most 512 + 2 x 12
+    assert acoustic._decode_bytes(Graph(), encoded, batch) == piper_memory.decode_bytes(536)
+    encoded = Encoded([z], np.asarray([430, 300]), np.zeros((2, 250), np.float32))
+    assert acoustic._decode_bytes(Graph(), encoded, batch) == piper_memory.decode_bytes(430)
+    Graph.frames = None  # an uncut graph made the waveforms in its encoder run
+    assert acoustic._decode_bytes(Graph(), encoded, batch) == 0
 
 
 class _Predicting(Stage):

@@ -22,6 +22,7 @@ from piper.config import PiperConfig
 
 from voxflow.audio.stretch import split_speed, time_stretch
 from voxflow.engine.scheduler import BULK, current_lane
+from voxflow.memory_gate import GATE
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
 from voxflow.models.piper import memory
 from voxflow.models.piper.decode import (
@@ -190,6 +191,23 @@ class PiperAcousticStage(Stage):
             frames = min(frames, chunk + 2 * self._plan.pad_frames)
         return memory.encoder_bytes(len(batch), longest) + memory.decode_bytes(frames)
 
+    def _decode_bytes(self, graph: RewrittenGraph, encoded: Encoded,
+                      batch: StageBatch) -> int:
+        """What a run still needs once its encoder has run (its tensors freed): the largest
+        decode of its rows' known frames (`working_set_bytes` predicted them from the phoneme
+        counts, at the upper end of joe's frames per id), rows decoded one after another; 0 for
+        an uncut graph, whose encoder run made the waveforms."""
+        if graph.frames is None:
+            return 0
+        chunk = self._plan.chunk_frames
+        need = 0
+        for b, item in enumerate(batch):
+            frames = min(int(encoded.frames[b]), encoded.values[0].shape[-1])
+            if chunk is not None and item.speed == self.native_speed(item):
+                frames = min(frames, chunk + 2 * self._plan.pad_frames)
+            need = max(need, memory.decode_bytes(frames))
+        return need
+
     def events(self) -> dict[str, int]:
         """``early_first_window``: segments that streamed their first window ahead under load
         to meet their playback deadline (`pace.EarlyWindow`)."""
@@ -205,6 +223,7 @@ class PiperAcousticStage(Stage):
             graph = pick_graph(voice, alone, seeded)
             encoded = encode_batch(graph, voice.config, rows, seeds, native,
                                    self._family.settings.noise_frames_per_phoneme)
+            GATE.shrink(self._decode_bytes(graph, encoded, batch))
             return [self._output(voice, graph, encoded, b, item, native, alone, batch.slack(b))
                     for b, item in enumerate(batch)]
 
