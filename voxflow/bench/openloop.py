@@ -34,7 +34,7 @@ from voxflow.bench.adapters import Adapter
 from voxflow.bench.client import Result, fetch
 from voxflow.bench.errors import BenchError
 from voxflow.bench.idle import GateResult
-from voxflow.bench.runner import Case
+from voxflow.bench.runner import KEEPALIVE_EXPIRY_S, Case
 from voxflow.bench.timeline import Timeline, percentile
 
 LEAD_S = 0.05
@@ -205,7 +205,8 @@ def rate_stats(rate: float, duration_s: float, timelines: list[Timeline], slo: S
 
 def open_client() -> httpx.AsyncClient:
     """A client with no cap on connections: an open loop must never queue in the client."""
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64,
+                          keepalive_expiry=KEEPALIVE_EXPIRY_S)
     return httpx.AsyncClient(limits=limits, trust_env=False)
 
 

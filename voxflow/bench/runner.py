@@ -105,10 +105,17 @@ LevelCallback = Callable[[Case, int, int, list[tuple[int, Result]]], None]
 """Called with (case, concurrency, repeat, [(request index, result)]) after each level."""
 
 
+KEEPALIVE_EXPIRY_S = 2.0
+"""Seconds an idle kept-alive connection is reused. Below the servers' own idle limit (uvicorn
+closes after 5 s, httpx's default expiry is also 5 s): at the same 5 s a request could go out on
+a connection the server was closing, and come back cut short."""
+
+
 def http_client(max_connections: int) -> httpx.AsyncClient:
     """The client every request of a sweep goes through (keep-alive, no proxies from the env)."""
     limits = httpx.Limits(max_connections=max_connections,
-                          max_keepalive_connections=max_connections)
+                          max_keepalive_connections=max_connections,
+                          keepalive_expiry=KEEPALIVE_EXPIRY_S)
     return httpx.AsyncClient(limits=limits, trust_env=False)
 
 
