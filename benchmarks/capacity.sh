@@ -8,11 +8,11 @@
 # 4. open loop: capacity at 99% goodput (first audio within 1 s, no stall), the same three
 #    servers, 3 starts each, on the sentences file;
 # 5. the paragraph case (five sentences a request): voxflow's capacity without and with lanes,
-#    and piper-tts's goodput at one rate (a server that answers whole files cannot give first
-#    audio within 1 s there);
+#    piper-tts's goodput at one rate and its capacity (a server that answers whole files
+#    cannot give first audio within 1 s there);
 # 6. Kokoro: its ceiling and its capacity at the same service level (configs/multi.yaml).
 # Every step writes one JSON into OUT_DIR (default: bench-capacity/) and prints its table.
-# About 70 minutes on 2 cores.
+# About 75 minutes on 2 cores.
 set -euo pipefail
 OUT=${1:-bench-capacity}
 mkdir -p "$OUT"
@@ -66,6 +66,14 @@ SERVER_ARGS=(--set models.0.options.bulk_workers=2)
 serve_and_run configs/piper.yaml --case paragraph --capacity-start 0.6 "${OPEN[@]}" \
   --out "$OUT/open-paragraph-capacity-lanes.json"
 SERVER_ARGS=()
+# piper-tts's own search: its first audio is its whole latency, about 0.9-1.0 s for one
+# paragraph alone, so it starts low (and may find no rate at all).
+"$V/python" -m piper.http_server -m "$M" --host 127.0.0.1 --port 8766 > "$OUT/piper.log" 2>&1 &
+piper_pid=$!
+for _ in $(seq 60); do curl -s -o /dev/null --max-time 1 http://127.0.0.1:8766/ && break; sleep 1; done
+"$V/voxflow" bench run --engine piper-http --url http://127.0.0.1:8766 --case paragraph \
+  --capacity-start 0.3 "${OPEN[@]}" --out "$OUT/open-paragraph-capacity-piper.json" || true
+kill $piper_pid; wait $piper_pid || true
 
 echo "== 6. Kokoro (English, voice jf_alpha)"
 "$V/voxflow" bench ceiling --model kokoro --processes 1,2 --threads 1,2 --seconds 15 \
