@@ -149,9 +149,8 @@ class RequestState:
         self.first_audio_at: float | None = None
         self.audio_samples = 0
         # Playback underruns (`_track_playback`): chunks emitted after the audio before them had
-        # played out, as (segment, part, gap seconds), for the metrics and the log.
+        # played out, as (segment, part, gap seconds), for the metrics, the log and `due`.
         self.underruns: list[tuple[int, int, float]] = []
-        self._playback_end: float | None = None
         self.segments_total: int | None = None
         self.segments_synthesized = 0
         self._sink = sink
@@ -237,7 +236,8 @@ class RequestState:
         one is due `segment_estimate_s` per segment after `now` at the earliest (its listener
         has heard nothing yet, so it is never due before first segments already waiting).
         Once audio flows: the next segment is due when the audio sent so far has played out
-        (playback taken to start at the first chunk), less the lead its synthesis needs.
+        (`_played_out`: playback from the first chunk, resumed at a late chunk after a gap),
+        less the lead its synthesis needs.
         Segments further ahead are due one `segment_estimate_s` later each. A request that
         continues a listener's audio (`listener_ends_at`) is due as if that audio were its
         own: segment k at `listener_ends_at` less the lead, plus k estimates.
@@ -253,11 +253,7 @@ class RequestState:
                 return arrival
             start, ahead = max(now, arrival), segment_index
         else:
-            begin = self.first_audio_at  # playback taken to start at the first chunk ...
-            if self.listener_ends_at is not None:  # ... or when the listener's earlier audio ends
-                begin = max(begin, self.listener_ends_at)
-            played_out = begin + self.audio_samples / self.sample_rate
-            start = played_out - d.continuation_lead_s
+            start = self._played_out(self.first_audio_at) - d.continuation_lead_s
             ahead = max(segment_index - self._next_segment, 0)
         return start + ahead * d.segment_estimate_s
 
@@ -393,21 +389,27 @@ class RequestState:
             self._words.append(TimedWord(start, end, w.text_start, w.text_end))
             self._words_end = end
 
+    def _played_out(self, first_audio_at: float) -> float:
+        """When the audio sent so far has played out, on the listener's clock: playback from
+        the first chunk (or from `listener_ends_at`, the end of the listener's earlier audio,
+        if later), each underrun's gap added (`_track_playback`)."""
+        begin = first_audio_at
+        if self.listener_ends_at is not None:
+            begin = max(begin, self.listener_ends_at)
+        return begin + self.audio_samples / self.sample_rate + self.underrun_s
+
     def _track_playback(self, segment: int, part: int, samples: int) -> None:
         """Record a playback underrun when a chunk of `samples` goes out after the audio
-        emitted before it has played out. The listener is the bench's (`voxflow.bench.timeline`):
-        playback starts at the first chunk and, after a gap, resumes at the late chunk."""
-        if not samples:
+        emitted before it has played out (called before `_emit_locked` counts it). The
+        listener is the bench's (`voxflow.bench.timeline`): playback starts at the first
+        chunk and, after a gap, resumes at the late chunk; `due` schedules continuations by
+        the same clock."""
+        if not samples or self.first_audio_at is None:
             return
         now = time.perf_counter()
-        duration = samples / self.sample_rate
-        if self._playback_end is None:
-            self._playback_end = now + duration
-        elif now > self._playback_end:
-            self.underruns.append((segment, part, now - self._playback_end))
-            self._playback_end = now + duration
-        else:
-            self._playback_end += duration
+        played_out = self._played_out(self.first_audio_at)
+        if now > played_out:
+            self.underruns.append((segment, part, now - played_out))
 
     @property
     def underrun_s(self) -> float:

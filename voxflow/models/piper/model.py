@@ -184,12 +184,19 @@ class PiperAcousticStage(Stage):
         """The encoder over the padded batch, plus the largest window decoded in line (the
         whole segment where it is time-stretched); rows are decoded one after another."""
         longest = max(int(item.payload.phoneme_ids.size) for item in batch)
-        native = self.native_speed(batch[0])
-        frames = memory.segment_frames(longest, native)
+        frames = memory.segment_frames(longest, self.native_speed(batch[0]))
+        return (memory.encoder_bytes(len(batch), longest)
+                + memory.decode_bytes(self._window_frames(frames, batch)))
+
+    def _window_frames(self, frames: int, batch: StageBatch) -> int:
+        """The most frames one in-line decoder run of a `frames`-frame segment of `batch`
+        decodes: a window with its context when every row is at the native speed (the
+        batch key makes them one speed), else the whole segment (time-stretched whole)."""
         chunk = self._plan.chunk_frames
+        native = self.native_speed(batch[0])
         if chunk is not None and all(item.speed == native for item in batch):
-            frames = min(frames, chunk + 2 * self._plan.pad_frames)
-        return memory.encoder_bytes(len(batch), longest) + memory.decode_bytes(frames)
+            return min(frames, chunk + 2 * self._plan.pad_frames)
+        return frames
 
     def _decode_bytes(self, graph: RewrittenGraph, encoded: Encoded,
                       batch: StageBatch) -> int:
@@ -199,14 +206,8 @@ class PiperAcousticStage(Stage):
         an uncut graph, whose encoder run made the waveforms."""
         if graph.frames is None:
             return 0
-        chunk = self._plan.chunk_frames
-        need = 0
-        for b, item in enumerate(batch):
-            frames = min(int(encoded.frames[b]), encoded.values[0].shape[-1])
-            if chunk is not None and item.speed == self.native_speed(item):
-                frames = min(frames, chunk + 2 * self._plan.pad_frames)
-            need = max(need, memory.decode_bytes(frames))
-        return need
+        longest = min(int(encoded.frames.max()), encoded.values[0].shape[-1])
+        return memory.decode_bytes(self._window_frames(longest, batch))
 
     def events(self) -> dict[str, int]:
         """``early_first_window``: segments that streamed their first window ahead under load
