@@ -22,11 +22,13 @@ from voxflow.engine.aliases import Aliases
 from voxflow.engine.ar_loop import AutoregressiveLoop
 from voxflow.engine.checks import SPEED_MAX, SPEED_MIN, check_input, check_seed, check_speed
 from voxflow.engine.metrics import EngineMetrics
+from voxflow.engine.promotion import PROMOTER, can_restore, thread_nice
 from voxflow.engine.request import Deadlines, RequestState, SpeechRequest
 from voxflow.engine.scheduler import (
     ANY,
     BULK,
     FAST,
+    BulkPromotion,
     Job,
     StageQueue,
     drain,
@@ -106,6 +108,7 @@ class Engine:
         self.metrics = EngineMetrics()
         self.models: dict[str, ServedModel] = {m.name: ServedModel(m.name) for m in settings.models}
         self._threads: list[threading.Thread] = []
+        self._promotion_refused = False  # said once in the log (`_bulk_promotion`)
         self.aliases = Aliases.from_settings(settings)
         cfg = settings.engine
         self.admission = Admission(cfg.max_inflight_requests, cfg.max_queued_requests,
@@ -185,12 +188,30 @@ class Engine:
             run_stage_batch(model, stage, batch, downstream, self.metrics, queue.isolated(batch))
 
         def loop() -> None:
-            if lane == BULK and not lower_thread_priority(stage.bulk_nice):
-                log.warning("%s: cannot lower a bulk worker's priority here; it runs at the "
-                            "fast lane's", stage.name)
-            drain(queue, handle, lane)
+            drain(queue, handle, lane, self._bulk_promotion(model, stage) if lane == BULK
+                  else None)
 
         return loop
+
+    def _bulk_promotion(self, model: str, stage: Stage) -> BulkPromotion | None:
+        """Lower the calling bulk worker's priority (rule 7) and say how its runs are promoted
+        when they turn urgent (`voxflow.engine.promotion`; None: they are not)."""
+        base = thread_nice()
+        if base is None or not lower_thread_priority(stage.bulk_nice):
+            log.warning("%s: cannot lower a bulk worker's priority here; it runs at the "
+                        "fast lane's", stage.name)
+            return None
+        if not stage.bulk_promotion:
+            return None
+        if not can_restore(base):
+            if not self._promotion_refused:
+                self._promotion_refused = True
+                log.warning("%s: this process may not raise a thread's priority back "
+                            "(CAP_SYS_NICE or RLIMIT_NICE, `ulimit -e`), so a bulk run that "
+                            "turns urgent keeps the bulk priority", stage.name)
+            return None
+        counter = self.metrics.lane_promotions.labels(model, stage.name)
+        return BulkPromotion(PROMOTER, base, stage.bulk_nice, counter.inc)
 
     async def _warmup(self, family: ModelFamily) -> None:
         request = SpeechRequest(family.name, family.warmup_text, family.default_voice, seed=0)

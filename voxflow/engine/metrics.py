@@ -81,6 +81,11 @@ class EngineMetrics:
             "voxflow_dropped_items", "Queued items dropped because their request was cancelled.",
             ["model", "stage"], registry=r,
         )
+        self.lane_promotions = Counter(
+            "voxflow_lane_promotions", "Bulk-lane runs raised to the fast lane's priority "
+            "because their items turned urgent while they ran (scheduler rule 7).",
+            ["model", "stage"], registry=r,
+        )
         self.cancellations = Counter(
             "voxflow_cancellations", "Requests cancelled before their last chunk.",
             ["model", "reason"], registry=r,

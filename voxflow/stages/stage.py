@@ -48,6 +48,8 @@ class Stage(ABC):
         bulk_workers: extra worker threads at a lower OS priority (nice + `bulk_nice`); with
             any, the `workers` take only urgent items (`urgent_in`; scheduler rule 7).
         bulk_nice: how much lower the bulk workers' priority is (Linux nice steps, 1-19).
+        bulk_promotion: a bulk run whose items turn urgent while it runs gets the fast
+            lane's priority back, where the process may raise it (`voxflow.engine.promotion`).
     """
 
     name: ClassVar[str]
@@ -58,13 +60,14 @@ class Stage(ABC):
 
     def __init__(
         self, max_batch_size: int = 1, max_batch_cost: int | None = None, workers: int = 1,
-        bulk_workers: int = 0, bulk_nice: int = 10,
+        bulk_workers: int = 0, bulk_nice: int = 10, bulk_promotion: bool = True,
     ):
         self.max_batch_size = max_batch_size
         self.max_batch_cost = max_batch_cost
         self.workers = workers
         self.bulk_workers = bulk_workers
         self.bulk_nice = bulk_nice
+        self.bulk_promotion = bulk_promotion
 
     def batch_key(self, item: StageItem) -> Hashable:
         """Items batch together only when their keys are equal (default: all compatible)."""

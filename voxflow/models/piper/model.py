@@ -147,7 +147,7 @@ class PiperAcousticStage(Stage):
     def __init__(self, family: PiperFamily):
         s = family.settings
         super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers, s.bulk_workers,
-                         s.bulk_nice)
+                         s.bulk_nice, s.bulk_promotion)
         self._family = family
         self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
                                 s.first_chunk_frames, s.flow_pad_frames,
@@ -323,7 +323,8 @@ class PiperDecoderStage(Stage):
 
     def __init__(self, family: PiperFamily):
         s = family.settings
-        super().__init__(s.max_batch_size, None, s.workers, s.bulk_workers, s.bulk_nice)
+        super().__init__(s.max_batch_size, None, s.workers, s.bulk_workers, s.bulk_nice,
+                         s.bulk_promotion)
         self._family = family
 
     def urgent_in(self, item: StageItem, slack_s: float, audio_flowing: bool) -> float:
