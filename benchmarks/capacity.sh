@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 13's measurements in one run, from the repository root, on an otherwise idle machine:
 #   bash benchmarks/capacity.sh [OUT_DIR]
-# 1. the machine's ceiling: raw ONNX Runtime audio-s/s of the joe voice, no server (sweep);
+# 1. the machine's ceiling: raw ONNX Runtime audio-s/s of the joe voice, no server (sweep, then
+#    its best configuration measured 3 more times: the ceiling is their median);
 # 2. the compute floor of a lone request's first audio, in process;
 # 3. closed loop, voxflow against piper-tts's own server, 3 starts each (bench compare), and
 #    voxflow with lanes (scheduler rule 7, `bulk_workers: 2`) as a third arm;
@@ -27,7 +28,7 @@ OPEN=(--duration 40 --warmup-s 5 --find-capacity --capacity-max-probes 5
 
 echo "== 1. ceiling (joe, whole graph: what piper-tts runs)"
 "$V/voxflow" bench ceiling --model piper --processes 1,2 --threads 1,2 --batch 1,2,4 \
-  --seconds 8 --json "$OUT/ceiling-piper.json"
+  --seconds 8 --confirm 3 --json "$OUT/ceiling-piper.json"
 
 echo "== 2. compute floor of first audio (in process)"
 "$V/python" benchmarks/first_audio_floor.py --repeats 2 --json "$OUT/floor.json"
@@ -76,7 +77,7 @@ for _ in $(seq 60); do curl -s -o /dev/null --max-time 1 http://127.0.0.1:8766/ 
 kill $piper_pid; wait $piper_pid || true
 
 echo "== 6. Kokoro (English, voice jf_alpha)"
-"$V/voxflow" bench ceiling --model kokoro --processes 1,2 --threads 1,2 --seconds 15 \
+"$V/voxflow" bench ceiling --model kokoro --processes 1,2 --threads 1,2 --seconds 15 --confirm 3 \
   --json "$OUT/ceiling-kokoro.json"
 # A lone Kokoro request's first audio takes about 0.8 s since issue 17, so its capacity is
 # searched at the same 1 s first audio, from a low rate and over longer probes.

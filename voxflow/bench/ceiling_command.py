@@ -43,6 +43,16 @@ def _seconds(value: str) -> float:
     return number
 
 
+def _count(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a whole number") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"'{value}': give a count of at least 0")
+    return number
+
+
 def add_arguments(p: argparse.ArgumentParser, texts_default: Path = DEFAULT_SENTENCES) -> None:
     """The ceiling's options on `p`."""
     p.add_argument("--model", choices=MODELS, default="piper", help="voice family (piper)")
@@ -63,6 +73,10 @@ def add_arguments(p: argparse.ArgumentParser, texts_default: Path = DEFAULT_SENT
                    help="measured window per configuration (10)")
     p.add_argument("--warmup", type=_seconds, default=2.0, metavar="S",
                    help="warm-up per configuration before its window (2)")
+    p.add_argument("--confirm", type=_count, default=0, metavar="N",
+                   help="measure the best configuration N more times after the sweep; the "
+                   "ceiling is their median (0: the sweep's best figure, which reads high: "
+                   "it is the largest of several noisy ones)")
     p.add_argument("--json", type=Path, metavar="OUT", help="write the result here")
 
 
@@ -95,7 +109,7 @@ def bench_ceiling(args: argparse.Namespace) -> int:
         texts = read_texts(args.texts)
         result = measure_ceiling(args.model, texts, args.processes, args.threads, batches,
                                  args.seconds, args.warmup, args.graph, args.voice,
-                                 progress=progress)
+                                 progress=progress, confirm=args.confirm)
     except (OSError, ValueError) as exc:
         raise BenchError(f"bench ceiling: {exc}", EXIT_USAGE) from None
     except RuntimeError as exc:
