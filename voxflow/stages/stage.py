@@ -60,7 +60,7 @@ class Stage(ABC):
 
     def __init__(
         self, max_batch_size: int = 1, max_batch_cost: int | None = None, workers: int = 1,
-        bulk_workers: int = 0, bulk_nice: int = 10, bulk_promotion: bool = True,
+        bulk_workers: int = 0, bulk_nice: int = 10, bulk_promotion: bool = False,
     ):
         self.max_batch_size = max_batch_size
         self.max_batch_cost = max_batch_cost

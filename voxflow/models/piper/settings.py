@@ -123,13 +123,14 @@ class PiperSettings(BaseModel):
         "Linux nice steps (10: a bulk thread gets about a tenth of a core beside a fast one).",
     )
     bulk_promotion: bool = Field(
-        True,
-        description="With `bulk_workers`: a bulk run whose items turn urgent while it runs "
-        "gets the fast lane's priority back until it ends (needs CAP_SYS_NICE or an "
-        "RLIMIT_NICE that allows it, `ulimit -e`; where the process may not, the start-up "
-        "log says so and bulk runs keep their priority). Traced without it, open loop at "
-        "3.7 requests/s: the rest of a first segment, taken by an idle bulk worker before it "
-        "turned urgent, came 0.5-1.9 s late.",
+        False,
+        description="With `bulk_workers` (off by default): a bulk run whose items turn urgent "
+        "while it runs gets the fast lane's priority back until it ends (needs CAP_SYS_NICE "
+        "or an RLIMIT_NICE that allows it, `ulimit -e`; where the process may not, the "
+        "start-up log says so). It removes the bulk lane's late windows at 3.7 requests/s "
+        "(single runs), but promoted runs take cores from newcomers' first windows: with it, "
+        "`bench compare --runs 3` at 3 requests/s read goodput 0.909 [0.900-1.000] against "
+        "1.000 without (docs/benchmarks.md).",
     )
     loaded_first_chunk_frames: int = Field(
         200, ge=1, le=100_000,
