@@ -37,7 +37,7 @@ Policy, applied each time a worker asks for work (`StageQueue.next_batch`):
    cutting the bulk run into pieces). A bulk worker never takes an urgent item, even with
    every fast worker busy: started near its deadline at the low priority it ran up to 5x
    slower and its listener heard a gap (closed loop, concurrency 16: 39 of 80 requests).
-   A bulk run whose items turn urgent while it runs is promoted: its thread gets the fast
+   A bulk run whose items turn urgent while it runs can be promoted: its thread gets the fast
    lane's priority back until the run ends (`voxflow.engine.promotion`; where the process may
    raise a priority back, and only with `Stage.bulk_promotion`, off by default). Without it,
    an idle bulk worker took the rest of a first segment a second before it turned urgent
@@ -48,7 +48,6 @@ Policy, applied each time a worker asks for work (`StageQueue.next_batch`):
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -56,7 +55,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from voxflow.engine.metrics import EngineMetrics
-from voxflow.engine.promotion import Promoter, set_thread_nice
+from voxflow.engine.promotion import Promoter, set_thread_nice, thread_nice
 from voxflow.engine.request import RequestState
 from voxflow.stages.items import StageBatch, StageItem
 from voxflow.stages.stage import Stage
@@ -326,14 +325,10 @@ def lower_thread_priority(nice: int) -> bool:
     """Raise the calling thread's nice value by `nice` (Linux: a thread is its own task, so
     only this thread is affected; an unprivileged process may lower its priority, never
     raise it back). Returns False where the platform cannot (then nothing changes)."""
-    if nice <= 0 or not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+    base = thread_nice()
+    if nice <= 0 or base is None:
         return False
-    tid = threading.get_native_id()
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
-    except OSError:
-        return False
-    return True
+    return set_thread_nice(threading.get_native_id(), base + nice)
 
 
 _LANE = threading.local()
