@@ -82,30 +82,6 @@ def test_without_lanes_a_busy_segment_is_decoded_in_line(tiny_voice_dir):
     assert isinstance(_busy_run(family, slack_s=0.5), Next)
 
 
-def test_a_first_segment_handed_on_reserves_only_its_encoder(tiny_voice_dir):
-    from voxflow.models.piper import memory
-
-    family = _family(tiny_voice_dir)
-    stage = PiperAcousticStage(family)
-    state, _ = make_state(voice="tiny")
-    first, later = (stage_item(state, i, PhonemeSegment("x", IDS)) for i in (0, 1))
-    encoder = memory.encoder_bytes(1, IDS.size)
-    decode = memory.decode_bytes(memory.segment_frames(IDS.size, 1.0))
-
-    def need(item, slack_s):
-        return stage.working_set_bytes(StageBatch.of([item], key=stage.batch_key(item),
-                                                     slack_s=(slack_s,)))
-
-    # on time: the decoder stage decodes (and reserves) its windows; this run only encodes
-    assert need(first, 2.0) == encoder
-    # near or past its deadline it may be decoded in line here, as is a later segment
-    assert need(first, 0.3) == need(first, -1.0) == need(later, 2.0) == encoder + decode
-    # without lanes nothing is handed on under load
-    plain = PiperAcousticStage(_family(tiny_voice_dir, bulk_workers=0))
-    batch = StageBatch.of([first], key=plain.batch_key(first), slack_s=(2.0,))
-    assert plain.working_set_bytes(batch) == encoder + decode
-
-
 def test_a_window_is_urgent_before_first_audio_or_when_its_slack_runs_short(tiny_voice_dir):
     family = _family(tiny_voice_dir, urgent_margin_s=0.1)
     family.pace = DecodePace(start=0.01)  # 10 ms a frame

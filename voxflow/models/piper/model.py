@@ -47,12 +47,6 @@ from voxflow.text.document import SpeechDocument, TextRun
 
 log = logging.getLogger(__name__)
 
-HANDOFF_MARGIN_S = 0.5
-"""With lanes, a first segment's encoder run reserves no decode when its slack exceeds this
-(seconds): the encoder (milliseconds) cannot use it up, so the segment is handed on as windows
-(`PiperAcousticStage._hands_off`). Closer to its deadline it reserves the in-line decode it may
-end up doing."""
-
 
 @dataclass(frozen=True)
 class PiperVoiceModel:
@@ -188,25 +182,11 @@ class PiperAcousticStage(Stage):
 
     def working_set_bytes(self, batch: StageBatch) -> int:
         """The encoder over the padded batch, plus the largest window decoded in line (the
-        whole segment where it is time-stretched); rows are decoded one after another. With
-        lanes, a first segment with more than `HANDOFF_MARGIN_S` of slack is handed to the
-        decoder stage as windows (`_hands_off`), which reserves their memory itself: such
-        rows reserve their encoder only."""
+        whole segment where it is time-stretched); rows are decoded one after another."""
         longest = max(int(item.payload.phoneme_ids.size) for item in batch)
-        encoder = memory.encoder_bytes(len(batch), longest)
-        if all(self._hands_off(item, batch.slack(b) - HANDOFF_MARGIN_S)
-               for b, item in enumerate(batch)):
-            return encoder
         frames = memory.segment_frames(longest, self.native_speed(batch[0]))
-        return encoder + memory.decode_bytes(self._window_frames(frames, batch))
-
-    def _hands_off(self, item: StageItem, slack_s: float) -> bool:
-        """Whether `item`, encoded with `slack_s` seconds left, goes on to the decoder stage as
-        windows without a decode here: with lanes, a first segment still on time at its native
-        speed (`_loaded_windows`; a run alone hands on its windows too, `_output`)."""
-        return bool(self.bulk_workers and item.segment == 0 and slack_s > 0
-                    and item.speed == self.native_speed(item)
-                    and self._family.voice_models[item.request.voice].graph.frames is not None)
+        return (memory.encoder_bytes(len(batch), longest)
+                + memory.decode_bytes(self._window_frames(frames, batch)))
 
     def _window_frames(self, frames: int, batch: StageBatch) -> int:
         """The most frames one in-line decoder run of a `frames`-frame segment of `batch`
@@ -226,10 +206,7 @@ class PiperAcousticStage(Stage):
         an uncut graph, whose encoder run made the waveforms."""
         if graph.frames is None:
             return 0
-        in_line = [b for b, item in enumerate(batch) if not self._hands_off(item, batch.slack(b))]
-        if not in_line:
-            return 0
-        longest = min(int(encoded.frames[in_line].max()), encoded.values[0].shape[-1])
+        longest = min(int(encoded.frames.max()), encoded.values[0].shape[-1])
         return memory.decode_bytes(self._window_frames(longest, batch))
 
     def events(self) -> dict[str, int]:
@@ -267,7 +244,7 @@ class PiperAcousticStage(Stage):
         # A seeded request's windows must not depend on the load: only its first segment,
         # whose windows always start small, may stream them early.
         stream = item.speed == native and graph.frames is not None
-        if self._hands_off(item, slack_s) and not alone:
+        if stream and self.bulk_workers and not alone and item.segment == 0 and slack_s > 0:
             return Parts(self._loaded_windows(values, frames, item),
                          self._words(voice, encoded, b, item, native))
         early = (stream and not alone and (item.segment == 0 or not item.request.seeded)
