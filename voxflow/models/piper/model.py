@@ -80,10 +80,12 @@ def load_voice(voice_id: str, onnx_path: Path, settings: PiperSettings) -> Piper
         ValueError: bad config json or a graph that is not a Piper VITS export.
     """
     config, language = read_voice_config(Path(f"{onnx_path}.json"))
-    graph = load_graph(onnx_path, settings.intra_op_threads, settings.inter_op_threads)
+    graph = load_graph(onnx_path, settings.intra_op_threads, settings.inter_op_threads,
+                       nchwc=settings.decoder_nchwc)
     solo = None
     if settings.solo_threads > settings.intra_op_threads:
-        solo = load_graph(onnx_path, settings.solo_threads, settings.inter_op_threads, spin=False)
+        solo = load_graph(onnx_path, settings.solo_threads, settings.inter_op_threads, spin=False,
+                          nchwc=settings.decoder_nchwc)
     voice = Voice(voice_id, language, config.sample_rate, "piper")
     return PiperVoiceModel(voice, config, graph, solo)
 

@@ -147,6 +147,13 @@ class PiperSettings(BaseModel):
         "newcomers, took continuations too late (closed loop, concurrency 16: 36 and 10 of "
         "80 requests stalled; 1.0: none).",
     )
+    decoder_nchwc: bool = Field(
+        True,
+        description="Run the HiFi-GAN decoder in ONNX Runtime's blocked NCHWc layout, rewritten "
+        "at load for this CPU (voxflow/models/piper/nchwc.py): joe's decoder 252 -> 207 ms on "
+        "412 frames, one thread, audio within 2.4e-7 of the stock graph's. A voice whose "
+        "decoder the rewrite does not handle keeps its stock graph (logged).",
+    )
     decoder_pad_frames: int = Field(
         12, ge=0, le=256,
         description="Latent frames of context decoded on each side of a decoder window and "
