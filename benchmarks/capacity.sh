@@ -2,7 +2,8 @@
 # Issue 13's measurements in one run, from the repository root, on an otherwise idle machine:
 #   bash benchmarks/capacity.sh [OUT_DIR]
 # 1. the machine's ceiling: raw ONNX Runtime audio-s/s of the joe voice, no server (sweep, then
-#    its best configuration measured 3 more times: the ceiling is their median);
+#    its best configuration measured 3 more times: the ceiling is their median); and the same on
+#    voxflow's split graph (its NCHWc decoder) in that configuration;
 # 2. the compute floor of a lone request's first audio, in process;
 # 3. closed loop, voxflow against piper-tts's own server, 3 starts each (bench compare), and
 #    voxflow with lanes (scheduler rule 7, `bulk_workers: 2`) as a third arm;
@@ -13,7 +14,7 @@
 #    cannot give first audio within 1 s there);
 # 6. Kokoro: its ceiling and its capacity at the same service level (configs/multi.yaml).
 # Every step writes one JSON into OUT_DIR (default: bench-capacity/) and prints its table.
-# About 75 minutes on 2 cores.
+# About 77 minutes on 2 cores.
 set -euo pipefail
 OUT=${1:-bench-capacity}
 mkdir -p "$OUT"
@@ -26,9 +27,13 @@ LANES="lanes=$SERVE --set models.0.options.bulk_workers=2"
 OPEN=(--duration 40 --warmup-s 5 --find-capacity --capacity-max-probes 5
       --capacity-tolerance 0.1 --idle-timeout 300)
 
-echo "== 1. ceiling (joe, whole graph: what piper-tts runs)"
+echo "== 1. ceiling (joe, whole graph: what piper-tts runs; the bound)"
 "$V/voxflow" bench ceiling --model piper --processes 1,2 --threads 1,2 --batch 1,2,4 \
   --seconds 8 --confirm 3 --json "$OUT/ceiling-piper.json"
+# the same in the best configuration on voxflow's own graph (split, NCHWc decoder), for the
+# share of the bound that is the graph's rather than the scheduler's
+"$V/voxflow" bench ceiling --model piper --graph split --processes 2 --threads 1 --batch 1 \
+  --seconds 8 --confirm 3 --json "$OUT/ceiling-piper-split.json"
 
 echo "== 2. compute floor of first audio (in process)"
 "$V/python" benchmarks/first_audio_floor.py --repeats 2 --json "$OUT/floor.json"

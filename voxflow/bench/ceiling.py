@@ -21,8 +21,10 @@ What is measured:
   computed) exposed as an output, so a padded batch's rows are cut to their own lengths,
   ``max(sum(durations), 1) * hop_length`` samples. Graph "split": voxflow's rewritten graph
   cut in encoder, flow and decoder (`voxflow.models.piper.loader.load_graph`, voxflow's
-  session options; no spinning with more than one thread, as voxflow's solo session), run by
-  voxflow's `synthesize_batch` with the served decoder windows.
+  session options; no spinning with more than one thread, as voxflow's solo session; the
+  decoder in the NCHWc layout, `voxflow.models.piper.nchwc`, as served by default), run by
+  voxflow's `synthesize_batch` with the served decoder windows. The bound a server is
+  measured against is the whole graph's: what the hardware gives the packaged voice.
 - Kokoro: the int8 graph (batch fixed at 1); the audio counted is what voxflow serves, the
   graph's output with its padding silence trimmed (`trim_silence`, the family's
   `segment_pause_s`); the untrimmed audio-s/s is reported beside it.

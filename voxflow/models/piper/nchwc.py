@@ -10,10 +10,13 @@ output of a `ConvTranspose`; this module keeps the blocked layout between the co
 folds each residual add into its convolution (MLAS's fused "Sum" input).
 
 Voice joe's decoder (`split.py`), 412 latent frames, one thread, this project's 2-core AMD EPYC
-(AVX2): stock 1-D graph 258 ms; 2-D with ORT's transformer alone 240 ms; with the layout kept
-(this module) 209 ms, 19% less. The audio is within 2.4e-7 of the stock graph's (a 16-bit step is
-3.1e-5); ORT profile of the rewritten graph: conv 75%, `ConvTranspose` 15% (MLAS has no NCHWc
-transposed convolution), the rest elementwise.
+(AVX-512: blocks of 16 channels): stock 1-D graph 258 ms; 2-D with ORT's transformer alone 240 ms;
+with the layout kept (this module) 209 ms, 19% less. The audio is within 2.4e-7 of the stock
+graph's (a 16-bit step is 3.1e-5); ORT profile of the rewritten graph: conv 75%, `ConvTranspose`
+15% (MLAS has no NCHWc transposed convolution), the rest elementwise. Tried and not kept: each
+`ConvTranspose` as a polyphase NCHWc conv (k 3, stride times the channels) and a depth-to-space
+transpose in the blocked layout, which also drops the reorders around it: 204-209 against 206-212
+ms, 1-1.5%.
 
 Steps (`nchwc_decoder`):
 1. `as_2d`: an unsqueeze of each input (B, C, F) -> (B, C, 1, F), every `Conv` and
