@@ -157,3 +157,24 @@ def test_as_2d_refuses_a_convolution_it_does_not_know():
     conv.attribute.append(helper.make_attribute("auto_pad", "SAME_UPPER"))
     with pytest.raises(ValueError, match="not a 1-D convolution with explicit pads"):
         nchwc.as_2d(model, inputs)
+
+
+def test_a_rewrite_onnx_runtime_cannot_run_is_refused(joe_split, monkeypatch, caplog):
+    _, split = joe_split
+
+    def broken(model: onnx.ModelProto, extras=()) -> onnx.ModelProto:
+        del model.graph.node[-1]  # the graph output is made by nothing
+        return model
+
+    monkeypatch.setattr(nchwc, "keep_blocked", broken)
+    with caplog.at_level(logging.WARNING, logger=nchwc.__name__):
+        assert nchwc.nchwc_decoder(split.decoder, split.decoder_inputs) is None
+    assert "the NCHWc rewrite does not run" in caplog.text
+
+
+def test_an_identity_that_makes_the_graph_output_is_kept():
+    model, _ = _speaker_hifigan()
+    # the last node, Unsqueeze(Tanh output "t") -> "output", becomes an Identity of "t"
+    model.graph.node[-1].CopyFrom(helper.make_node("Identity", ["t"], ["output"], name="/out"))
+    kept = nchwc.keep_blocked(model)
+    assert [n.op_type for n in kept.graph.node if "output" in n.output] == ["Identity"]

@@ -204,7 +204,7 @@ def keep_blocked(model: onnx.ModelProto, extras: Sequence[str] = ()) -> onnx.Mod
                                           name=node.name))
             continue
         nodes.append(node)
-    nodes = _fold_sums(_prune(_drop_identities(nodes), g))
+    nodes = _fold_sums(_prune(_drop_identities(nodes, {o.name for o in g.output}), g))
     del g.node[:]
     g.node.extend(_prune(nodes, g))
     return model
@@ -227,15 +227,18 @@ def _run_blocked(node: onnx.NodeProto, nodes: list[onnx.NodeProto],
                                   channels=count, channels_last=0))
 
 
-def _drop_identities(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
-    alias = {n.output[0]: n.input[0] for n in nodes if n.op_type == "Identity"}
+def _drop_identities(nodes: list[onnx.NodeProto], outputs: set[str]) -> list[onnx.NodeProto]:
+    """`nodes` without their `Identity` nodes (readers read the source instead), except those
+    that make a graph output (`outputs`)."""
+    alias = {n.output[0]: n.input[0] for n in nodes
+             if n.op_type == "Identity" and n.output[0] not in outputs}
 
     def root(name: str) -> str:
         while name in alias:
             name = alias[name]
         return name
 
-    kept = [n for n in nodes if n.op_type != "Identity"]
+    kept = [n for n in nodes if n.op_type != "Identity" or n.output[0] not in alias]
     for node in kept:
         node.input[:] = [root(name) for name in node.input]
     return kept
@@ -305,7 +308,8 @@ def check_decoder(stock: onnx.ModelProto, rewritten: onnx.ModelProto,
 
 def nchwc_decoder(decoder: onnx.ModelProto, inputs: Sequence[str]) -> onnx.ModelProto | None:
     """The decoder rewritten to run in the NCHWc layout on this machine, or None where it
-    cannot be (an op `as_2d` refuses, or audio off by more than `TOLERANCE`; logged).
+    cannot be (an op `as_2d` refuses, a rewritten graph ONNX Runtime cannot run, or audio off
+    by more than `TOLERANCE`; logged).
 
     Args:
         decoder: the stock decoder graph, weights as initializers (not changed).
@@ -316,7 +320,12 @@ def nchwc_decoder(decoder: onnx.ModelProto, inputs: Sequence[str]) -> onnx.Model
     except ValueError as exc:
         log.info("decoder kept in its stock layout: %s", exc)
         return None
-    error = check_decoder(decoder, rewritten, inputs)
+    try:
+        error = check_decoder(decoder, rewritten, inputs)
+    except Exception as exc:  # noqa: BLE001 - any ORT failure on the rewrite: keep the stock graph
+        log.warning("decoder kept in its stock layout: the NCHWc rewrite does not run: %s: %s",
+                    type(exc).__name__, exc)
+        return None
     if not error <= TOLERANCE:
         log.warning("decoder kept in its stock layout: the NCHWc rewrite's audio differs by %.3g",
                     error)
