@@ -178,3 +178,15 @@ def test_an_identity_that_makes_the_graph_output_is_kept():
     model.graph.node[-1].CopyFrom(helper.make_node("Identity", ["t"], ["output"], name="/out"))
     kept = nchwc.keep_blocked(model)
     assert [n.op_type for n in kept.graph.node if "output" in n.output] == ["Identity"]
+
+
+def test_a_2d_graph_onnx_runtime_cannot_optimize_is_refused(joe_split, monkeypatch, caplog):
+    _, split = joe_split
+
+    def fails(model: onnx.ModelProto) -> onnx.ModelProto:
+        raise RuntimeError("ORT says no")
+
+    monkeypatch.setattr(nchwc, "ort_optimized", fails)
+    with caplog.at_level(logging.WARNING, logger=nchwc.__name__):
+        assert nchwc.nchwc_decoder(split.decoder, split.decoder_inputs) is None
+    assert "the NCHWc rewrite does not run: RuntimeError: ORT says no" in caplog.text

@@ -132,14 +132,21 @@ def ort_optimized(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` as ONNX Runtime optimizes it on this machine (``ORT_ENABLE_ALL``: NCHWc convs)."""
     with tempfile.TemporaryDirectory(prefix="voxflow-nchwc-") as tmp:
         path = Path(tmp) / "optimized.onnx"
-        options = ort.SessionOptions()
+        options = _one_thread_options()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.optimized_model_filepath = str(path)
-        options.intra_op_num_threads = 1
-        options.log_severity_level = 3  # its "hardware specific" warning is the point here
         ort.InferenceSession(model.SerializeToString(), options,
                              providers=["CPUExecutionProvider"])
         return onnx.load(str(path))
+
+
+def _one_thread_options() -> ort.SessionOptions:
+    """Options of the load-time sessions here: one thread, warnings off (ORT warns that an
+    optimized NCHWc graph is hardware specific, which is the point)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    return options
 
 
 def _attr(node: onnx.NodeProto, name: str) -> Any:
@@ -295,10 +302,7 @@ def check_decoder(stock: onnx.ModelProto, rewritten: onnx.ModelProto,
             feed[info.name] = rng.standard_normal((2, c, t)).astype(np.float32)
     outputs = []
     for model in (stock, rewritten):
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.log_severity_level = 3
-        session = ort.InferenceSession(model.SerializeToString(), options,
+        session = ort.InferenceSession(model.SerializeToString(), _one_thread_options(),
                                        providers=["CPUExecutionProvider"])
         outputs.append(session.run(None, feed)[0].reshape(2, -1))
     if outputs[0].shape != outputs[1].shape:
@@ -316,11 +320,12 @@ def nchwc_decoder(decoder: onnx.ModelProto, inputs: Sequence[str]) -> onnx.Model
         inputs: its non-weight inputs, each (B, C, F) float32 (`split.SplitGraph.decoder_inputs`).
     """
     try:
-        rewritten = keep_blocked(ort_optimized(as_2d(decoder, inputs)), inputs[1:])
+        plain = as_2d(decoder, inputs)
     except ValueError as exc:
         log.info("decoder kept in its stock layout: %s", exc)
         return None
     try:
+        rewritten = keep_blocked(ort_optimized(plain), inputs[1:])
         error = check_decoder(decoder, rewritten, inputs)
     except Exception as exc:  # noqa: BLE001 - any ORT failure on the rewrite: keep the stock graph
         log.warning("decoder kept in its stock layout: the NCHWc rewrite does not run: %s: %s",
