@@ -118,6 +118,15 @@ def test_first_segment_is_capped_shorter(frontend):
     text = "One two three four five six seven eight nine ten eleven twelve thirteen, fourteen."
     segments = frontend.segments(text, "en-us", 300, 40)
     assert len(segments) >= 2 and len(segments[0].text) <= 40
+    # The capped piece ends inside the sentence (a comma's pause after it), the last does not.
+    assert segments[0].cut and not segments[-1].cut
+    assert [s.cut for s in frontend.segments(text, "en-us", 300, None)] == [False]
+
+
+def test_pieces_cut_again_past_the_token_limit_end_inside_the_sentence(frontend):
+    text = "、".join(["名前はまだ無い"] * 37) + "。"
+    segments = frontend.segments(text, "ja", 300, None)
+    assert [s.cut for s in segments] == [True] * (len(segments) - 1) + [False]
 
 
 def _speech(rate: int, lead_s: float, speech_s: float, tail_s: float) -> np.ndarray:

@@ -222,6 +222,44 @@ def test_first_max_chars_falls_back_to_whitespace():
     assert segs[-1] == "Second sentence here."
 
 
+def test_segment_pieces_say_which_pieces_end_inside_a_sentence():
+    from voxflow.text.segment import Segment, segment_pieces
+
+    assert segment_pieces(LONG_OPENING, 200, 70) == [
+        Segment("Although the committee had reviewed every proposal in detail,", True),
+        Segment("it still could not agree on a single plan before the deadline.", False),
+        Segment("Second sentence here.", False),
+    ]
+    # Cut at a space, and a long sentence cut by max_chars too; the texts are segment_text's.
+    pieces = segment_pieces(LONG_OPENING, 50, 30)
+    assert [p.text for p in pieces] == segment_text(LONG_OPENING, 50, 30)
+    assert [p.cut for p in pieces] == [True, True, True, False, False]
+    # Sentences that fit are whole: none is cut, and a clause cut is one.
+    assert segment_pieces("Hi. Wait, really?", 50, 10) == [
+        Segment("Hi.", False), Segment("Wait, really?", False)]
+    assert segment_pieces("Wait, really?", 50, 10) == [
+        Segment("Wait,", True), Segment("really?", False)]
+
+
+def test_growing_caps_follow_the_piece_before():
+    from voxflow.text.segment import segment_pieces
+
+    text = ("If the indicator light turns amber, let the battery cool for ten minutes before "
+            "charging it again. Then try once more.")
+    pieces = segment_pieces(text, 300, 30, growth=2.0)
+    assert [p.text for p in pieces] == [
+        "If the indicator light turns",                        # 28: a space cut under 30
+        "amber, let the battery cool for ten minutes before",  # cap 56: "amber," is < 28
+        "charging it again.",                                  # the rest of the sentence
+        "Then try once more.",                                 # cap max(30, 36)
+    ]
+    assert [p.cut for p in pieces] == [True, True, False, False]
+    # Without a first cap there is nothing to grow from; growth below 1 is refused.
+    assert segment_pieces(text, 300, None, growth=2.0) == segment_pieces(text, 300)
+    with pytest.raises(ValueError, match="growth"):
+        segment_pieces(text, 300, 30, growth=0.5)
+
+
 def test_first_max_chars_only_affects_first_segment():
     text = "Short one. " + "A much longer second sentence that goes past the first cap easily."
     assert segment_text(text, 100, 20) == segment_text(text, 100)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pysbd
 import pysbd.languages
@@ -19,6 +20,8 @@ __all__ = [
     "MIN_MAX_CHARS",
     "cut_within",
     "last_pause_end",
+    "Segment",
+    "segment_pieces",
     "segment_text",
     "sentence_spans",
     "split_sentences",
@@ -219,9 +222,10 @@ def _last_speakable(s: str, start: int, stop: int) -> int:
     return start - 1
 
 
-def _clause_cut(s: str, start: int, bound: int) -> int | None:
-    """Last clause boundary ending in (first speakable char, bound]."""
-    first = _first_speakable(s, start, bound)
+def _clause_cut(s: str, start: int, bound: int, shortest: int = 0) -> int | None:
+    """Last clause boundary ending in (first speakable char, bound] that leaves a piece of at
+    least `shortest` characters."""
+    first = max(_first_speakable(s, start, bound), start + shortest - 1)
     best = None
     for m in _CLAUSE_RE.finditer(s, start, min(len(s), bound + 1)):
         if first < m.end() <= bound:
@@ -244,21 +248,22 @@ def _hard_cut(s: str, start: int, bound: int) -> int:
     return end
 
 
-def _cut(s: str, start: int, limit: int, last: int) -> int:
+def _cut(s: str, start: int, limit: int, last: int, shortest_clause: int = 0) -> int:
     """End index of the next piece s[start:end] (length <= limit), given that the span runs
     past start + limit, s[start] is not a space and ``last`` is the index of the span's last
-    letter or digit: clause punctuation first, then a space, then mid-word. Clause and space
-    cuts that leave letters or digits for the rest are preferred, so the rest is not
-    punctuation only."""
+    letter or digit: clause punctuation first (a clause piece of at least `shortest_clause`
+    characters), then a space, then mid-word. Clause and space cuts that leave letters or
+    digits for the rest are preferred, so the rest is not punctuation only."""
     limit_end = start + limit
     bounds = [limit_end]
     if start < last < limit_end:
         bounds.insert(0, last)
     for bound in bounds:
-        for finder in (_clause_cut, _space_cut):
-            end = finder(s, start, bound)
-            if end is not None:
-                return end
+        end = _clause_cut(s, start, bound, shortest_clause)
+        if end is None:
+            end = _space_cut(s, start, bound)
+        if end is not None:
+            return end
     return _hard_cut(s, start, limit_end)
 
 
@@ -268,6 +273,7 @@ class _Piece:
     start: int
     end: int
     cap: int
+    cut: bool = False  # ends inside its sentence (cut at a clause, a space or mid-word)
 
 
 def _split_span(paragraph: str, para: int, start: int, end: int, caps: _Caps) -> list[_Piece]:
@@ -282,25 +288,39 @@ def _split_span(paragraph: str, para: int, start: int, end: int, caps: _Caps) ->
         cap = caps.next()
         if stop - start <= cap:
             pieces.append(_Piece(para, start, stop, cap))
+            caps.took(stop - start)
             return pieces
-        cut = _cut(paragraph, start, cap, last)
-        pieces.append(_Piece(para, start, cut, cap))
+        cut = _cut(paragraph, start, cap, last, caps.shortest_clause(cap))
+        pieces.append(_Piece(para, start, cut, cap, cut=True))
+        caps.took(cut - start)
         start = cut
 
 
 class _Caps:
-    """Hands out the cap for each successive piece: first_max_chars once, then max_chars."""
+    """Hands out the cap for each successive piece: first_max_chars once, then max_chars;
+    with `growth`, each later cap is `growth` times the piece before it (at least the first
+    cap, at most max_chars)."""
 
-    def __init__(self, max_chars: int, first_max_chars: int | None) -> None:
+    def __init__(self, max_chars: int, first_max_chars: int | None,
+                 growth: float | None = None) -> None:
         self._first = min(first_max_chars, max_chars) if first_max_chars else max_chars
         self._max = max_chars
-        self._used = False
+        self._growth = growth
+        self._cap = self._first
 
     def next(self) -> int:
-        if self._used:
-            return self._max
-        self._used = True
-        return self._first
+        return self._cap
+
+    def shortest_clause(self, cap: int) -> int:
+        """Growing caps: a clause cut must keep half the cap, so a piece is not one word."""
+        return cap // 2 if self._growth is not None else 0
+
+    def took(self, chars: int) -> None:
+        """The piece just made has `chars` characters: set the next cap."""
+        if self._growth is None:
+            self._cap = self._max
+        else:
+            self._cap = min(self._max, max(self._first, int(self._growth * chars)))
 
 
 def _fold_unspeakable(paragraphs: list[str], pieces: list[_Piece]) -> list[_Piece]:
@@ -319,6 +339,7 @@ def _fold_unspeakable(paragraphs: list[str], pieces: list[_Piece]) -> list[_Piec
         prev = out[-1] if out else None
         if prev and prev.para == piece.para and piece.end - prev.start <= prev.cap:
             prev.end = piece.end
+            prev.cut = piece.cut
         else:
             carry = piece
     return out
@@ -369,13 +390,54 @@ def segment_text(
         ValueError: ``max_chars < 20`` or ``first_max_chars < 10`` (or not ints).
         TypeError: ``text`` is not a ``str``.
     """
+    return [segment.text for segment in segment_pieces(text, max_chars, first_max_chars,
+                                                       lang=lang)]
+
+
+class Segment(NamedTuple):
+    """One piece of `segment_pieces`.
+
+    Attributes:
+        text: the piece, stripped (as `segment_text` returns it).
+        cut: True when it ends inside a sentence (a cap cut it at a clause boundary, a space
+            or mid-word); False when it ends its sentence. A model keeps a shorter pause
+            after a cut piece, so the cut sounds like a comma, not a full stop.
+    """
+
+    text: str
+    cut: bool
+
+
+def segment_pieces(
+    text: str, max_chars: int, first_max_chars: int | None = None, *, lang: str = "en",
+    growth: float | None = None,
+) -> list[Segment]:
+    """`segment_text`'s pieces, each with whether it ends inside its sentence.
+
+    Same arguments, errors and pieces as :func:`segment_text`, and:
+
+    Args:
+        growth: with `first_max_chars`, the caps after the first grow from it instead of
+            jumping to `max_chars`: each piece's cap is `growth` times the length of the
+            piece before it, at least `first_max_chars`, at most `max_chars`. For a model
+            that renders a whole segment before any of its audio (Kokoro): each piece is
+            then ready, at a real-time factor below 1 / `growth`, before the audio of the
+            one before it has played (scheduler, docs/architecture.md). A clause boundary
+            is then only taken for a piece of at least half its cap (else the last space),
+            so the pieces do not shrink to a word. At least 1.
+
+    Raises:
+        ValueError: also for `growth` < 1.
+    """
     _validate(max_chars, first_max_chars)
+    if growth is not None and not growth >= 1.0:
+        raise ValueError(f"growth must be None or >= 1, got {growth!r}")
     paragraphs = normalize_paragraphs(text, lang=lang)
-    caps = _Caps(max_chars, first_max_chars)
+    caps = _Caps(max_chars, first_max_chars, growth)
     pieces: list[_Piece] = []
     for para, paragraph in enumerate(paragraphs):
         spans = _merge_unspeakable(paragraph, _sentence_spans(paragraph, lang))
         for start, end in spans:
             pieces.extend(_split_span(paragraph, para, start, end, caps))
     pieces = _fold_unspeakable(paragraphs, pieces)
-    return [paragraphs[p.para][p.start : p.end].strip() for p in pieces]
+    return [Segment(paragraphs[p.para][p.start : p.end].strip(), p.cut) for p in pieces]

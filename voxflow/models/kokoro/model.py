@@ -74,7 +74,7 @@ class KokoroFrontendStage(TextFrontendStage):
                                                       words_run)
         return self._family.frontend.segments(
             run.text, language, s.max_segment_chars, s.first_segment_chars if first else None,
-            words_run,
+            words_run, s.segment_growth,
         )
 
     def place_words(self, document: SpeechDocument, payloads: list) -> list:
@@ -130,8 +130,10 @@ class KokoroAcousticStage(Stage):
                     family.voice_models[item.request.voice].table,
                     native,
                 )
-            # Kept silence at the native rate, so after the stretch the pauses follow the speed.
-            start, end = speech_bounds(rendered.audio, SAMPLE_RATE, s.segment_pause_s, native)
+            # Kept silence at the native rate, so after the stretch the pauses follow the speed;
+            # a segment that ends inside its sentence keeps a comma's pause, not a full stop's.
+            pause = s.cut_pause_s if item.payload.cut else s.segment_pause_s
+            start, end = speech_bounds(rendered.audio, SAMPLE_RATE, pause, native)
             audio = np.clip(rendered.audio[start:end], -1.0, 1.0)
             words = _words(item, rendered, start, end, stretch) if item.request.timestamps else None
             out.append(Audio(time_stretch(audio, SAMPLE_RATE, stretch), words))

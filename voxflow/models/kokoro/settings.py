@@ -56,11 +56,29 @@ class KokoroSettings(BaseModel):
         300, "a segment past the graph's 510-token limit is cut again at punctuation"
     )
     first_segment_chars: int | None = shared.first_segment_chars(100)
+    # Off by default: on a 2-core Zen 1 host, where Kokoro runs at RTF 1.3, 30 characters with
+    # growth 2 cut a lone request's first audio from 6.74 to 2.86 s but stalled every request
+    # and cost 12% more compute per audio second (docs/benchmarks.md). It pays only where the
+    # graph runs at RTF below 1 / segment_growth.
+    segment_growth: float | None = Field(
+        None, ge=1.0, le=10.0,
+        description="With `first_segment_chars`, each later segment's cap is this many times "
+        "the length of the segment before it (at most `max_segment_chars`), so each is "
+        "rendered before the audio of the one before it has played (Kokoro renders a whole "
+        "segment before any of its audio; it pays where the graph runs at a real-time "
+        "factor below 1 / segment_growth); null = every later cap is `max_segment_chars`.",
+    )
     # Kokoro pads each segment with up to ~0.3 s of silence before and ~0.6 s after the speech.
     segment_pause_s: float = Field(
         0.25, ge=0.0, le=2.0,
         description="Most silence kept after each segment (the pause between segments); 50 ms "
         "is kept before it.",
+    )
+    cut_pause_s: float = Field(
+        0.1, ge=0.0, le=2.0,
+        description="Most silence kept after a segment that ends inside a sentence (a first "
+        "segment cut short at a clause or a space for time to first audio), so the cut "
+        "sounds like a comma, not a full stop.",
     )
     # From benchmarks/speed_range.py (jm_kumo, 12 sentences): native durations run a
     # little long, within 5% for every sentence only from 0.6 (-1.9%, worst -4.6%) to 1.1

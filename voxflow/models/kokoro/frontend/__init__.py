@@ -31,7 +31,7 @@ from voxflow.models.kokoro.frontend.english import EnglishG2P
 from voxflow.models.kokoro.frontend.japanese import JapaneseG2P
 from voxflow.models.kokoro.loader import MAX_TOKENS
 from voxflow.models.words import PlacedWord, SpokenWord, spoken_words
-from voxflow.text.segment import segment_text
+from voxflow.text.segment import segment_pieces
 
 LANGUAGES = ("en-us", "en-gb", "ja")
 # Cut preferences inside an over-long phoneme string, as in hexgrad's pipeline.
@@ -52,6 +52,8 @@ class TokenSegment:
         spoken: its normalized words' token ranges, as indices into the graph's (T + 2,)
             tokens with the pads (only with word timestamps).
         words: its input words' token ranges and text spans (`voxflow.models.place`).
+        cut: it ends inside a sentence (a capped first segment, or a piece past 510 tokens
+            cut again), so the acoustic stage keeps the shorter `cut_pause_s` after it.
     """
 
     text: str
@@ -60,6 +62,7 @@ class TokenSegment:
     token_ids: np.ndarray
     spoken: tuple[SpokenWord, ...] = ()
     words: tuple[PlacedWord, ...] = ()
+    cut: bool = False
 
 
 def token_positions(phonemes: Sequence[str]) -> list[int]:
@@ -121,11 +124,12 @@ class KokoroFrontend:
 
     def segments(
         self, text: str, language: str, max_chars: int, first_max_chars: int | None,
-        words_run: int | None = None,
+        words_run: int | None = None, growth: float | None = None,
     ) -> list[TokenSegment]:
         """Split, phonemize and map `text`; pieces with nothing to say are dropped.
 
         Args:
+            max_chars, first_max_chars, growth: the caps (`voxflow.text.segment_pieces`).
             words_run: with word timestamps, a number for this run (unique within the request,
                 increasing): English segments then carry their `spoken` words, keyed
                 (run, token index); Japanese ones none (no word boundaries in the readings).
@@ -135,7 +139,8 @@ class KokoroFrontend:
         out = []
         lang = "ja" if language == "ja" else "en"
         first_token = 0
-        for piece in segment_text(text, max_chars, first_max_chars, lang=lang):
+        for piece, cut in segment_pieces(text, max_chars, first_max_chars, lang=lang,
+                                         growth=growth):
             pieces = split_phonemes(self.phonemize(piece, language))
             spoken: list[tuple[SpokenWord, ...]] = [() for _ in pieces]
             if words_run is not None and lang == "en":
@@ -143,10 +148,12 @@ class KokoroFrontend:
                 spoken = spoken_words(tokens, pieces, lambda t: self.phonemize(t, language),
                                       token_positions, (words_run, first_token))
                 first_token += len(tokens)
-            for phonemes, words in zip(pieces, spoken, strict=True):
+            last = len(pieces) - 1
+            for k, (phonemes, words) in enumerate(zip(pieces, spoken, strict=True)):
                 ids = np.fromiter((self.vocab[c] for c in phonemes), np.int64, len(phonemes))
                 if _has_sound(phonemes):
-                    out.append(TokenSegment(piece, language, phonemes, ids, words))
+                    out.append(TokenSegment(piece, language, phonemes, ids, words,
+                                            cut=cut or k < last))
         return out
 
 
