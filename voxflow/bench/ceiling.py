@@ -7,8 +7,10 @@ hardware gives.
 
 What is measured:
 - The texts are split and phonemized once, up front, by voxflow's own front end with the
-  family's default settings (`text_to_segments` for Piper, `KokoroFrontend.segments` for
-  Kokoro), so the ceiling runs the very segments voxflow would synthesize for them.
+  family's default settings (`text_to_segments` for Piper, so the ceiling runs the very
+  segments voxflow would synthesize for them; `KokoroFrontend.segments` for Kokoro, whole
+  sentences: the server's shorter first segments, `first_segment_chars`, are left out, as
+  each cut renders Kokoro's padding once more).
 - Each of P worker processes (multiprocessing, spawn) opens its own ONNX Runtime session of T
   intra-op threads (one inter-op thread, sequential execution, ORT's default session options
   otherwise), runs B segments per call back to back, cycling over the segments (worker w starts
@@ -281,7 +283,9 @@ def piper_work(texts: Sequence[str], voice_path: Path | None = None,
 def kokoro_work(texts: Sequence[str], voice: str | None = None,
                 language: str = "en-us") -> Work:
     """Kokoro segments of `texts` in `language` (voxflow's front end, default settings) for
-    `voice` (default: the family's default voice)."""
+    `voice` (default: the family's default voice): whole sentences, without the server's
+    shorter first segments (`first_segment_chars`, `segment_growth`), as each cut renders
+    Kokoro's padding once more: the ceiling is what the hardware gives."""
     from voxflow.models.kokoro.frontend import KokoroFrontend
     from voxflow.models.kokoro.loader import (
         SAMPLE_RATE,
@@ -300,7 +304,7 @@ def kokoro_work(texts: Sequence[str], voice: str | None = None,
     frontend = KokoroFrontend(load_vocab())
     rows, owners = [], []
     for i, text in enumerate(texts):
-        for seg in frontend.segments(text, language, s.max_segment_chars, s.first_segment_chars):
+        for seg in frontend.segments(text, language, s.max_segment_chars, None):
             rows.append(seg.token_ids)
             owners.append(i)
     path = ensure_durations_model(ensure_model(s.cache_dir))  # the graph the server runs
