@@ -14,7 +14,8 @@
 #    cannot give first audio within 1 s there);
 # 6. Kokoro: its ceiling and its capacity at the same service level (configs/multi.yaml).
 # Every step writes one JSON into OUT_DIR (default: bench-capacity/) and prints its table.
-# About 77 minutes on 2 cores.
+# The open-loop searches start at a share of the bound measured in step 1 (RATE below), so the
+# same probes fit a slower or faster machine. About 77 minutes on 2 cores.
 set -euo pipefail
 OUT=${1:-bench-capacity}
 mkdir -p "$OUT"
@@ -35,6 +36,26 @@ echo "== 1. ceiling (joe, whole graph: what piper-tts runs; the bound)"
 "$V/voxflow" bench ceiling --model piper --graph split --processes 2 --threads 1 --batch 1 \
   --seconds 8 --confirm 3 --json "$OUT/ceiling-piper-split.json"
 
+# A rate that is SHARE of what a ceiling JSON gives: its requests_per_s (or, with AUDIO_S,
+# its audio-s/s over AUDIO_S seconds of audio a request), to 3 significant digits.
+rate() {  # JSON SHARE [AUDIO_S]
+  "$V/python" - "$@" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+bound = (c["ceiling_audio_s_per_s"] / float(sys.argv[3]) if len(sys.argv) > 3
+         else c["requests_per_s"])
+print(f"{float(sys.argv[2]) * bound:.3g}")
+PY
+}
+# Starts: sentences at 2/3 of the bound (3 of 4.52 requests/s where this was first run);
+# paragraphs (about 20 s of audio each) at 0.4 and 0.47 of theirs, piper-tts's at 0.23.
+START=$(rate "$OUT/ceiling-piper.json" 0.66)
+PARA_RATE=$(rate "$OUT/ceiling-piper.json" 0.39 20)
+PARA_START=$(rate "$OUT/ceiling-piper.json" 0.47 20)
+PIPER_PARA_START=$(rate "$OUT/ceiling-piper.json" 0.23 20)
+echo "bound $(rate "$OUT/ceiling-piper.json" 1) requests/s: sentences from $START, paragraphs" \
+  "at $PARA_RATE and from $PARA_START (piper-tts from $PIPER_PARA_START)"
+
 echo "== 2. compute floor of first audio (in process)"
 "$V/python" benchmarks/first_audio_floor.py --repeats 2 --json "$OUT/floor.json"
 
@@ -45,7 +66,7 @@ echo "== 3. closed loop"
 
 echo "== 4. open loop, sentences"
 "$V/voxflow" bench compare --arm "$PIPER" --arm "$HEAD" --arm "$LANES" --runs 3 \
-  --capacity-start 3 \
+  --capacity-start "$START" \
   "${OPEN[@]}" --out "$OUT/open-sentences.json"
 
 # One server started here, one `bench run`, the server stopped.
@@ -63,13 +84,13 @@ serve_and_run() {  # CONFIG, then bench run options; server options in SERVER_AR
 
 echo "== 5. open loop, paragraph"
 "$V/voxflow" bench compare --arm "$PIPER" --arm "$HEAD" --runs 1 --case paragraph \
-  --request-rate 0.5 --duration 60 --warmup-s 5 --idle-timeout 300 \
+  --request-rate "$PARA_RATE" --duration 60 --warmup-s 5 --idle-timeout 300 \
   --out "$OUT/open-paragraph-rate.json"
 SERVER_ARGS=()
-serve_and_run configs/piper.yaml --case paragraph --capacity-start 0.6 "${OPEN[@]}" \
+serve_and_run configs/piper.yaml --case paragraph --capacity-start "$PARA_START" "${OPEN[@]}" \
   --out "$OUT/open-paragraph-capacity.json"
 SERVER_ARGS=(--set models.0.options.bulk_workers=2)
-serve_and_run configs/piper.yaml --case paragraph --capacity-start 0.6 "${OPEN[@]}" \
+serve_and_run configs/piper.yaml --case paragraph --capacity-start "$PARA_START" "${OPEN[@]}" \
   --out "$OUT/open-paragraph-capacity-lanes.json"
 SERVER_ARGS=()
 # piper-tts's own search: its first audio is its whole latency, about 0.9-1.0 s for one
@@ -78,14 +99,16 @@ SERVER_ARGS=()
 piper_pid=$!
 for _ in $(seq 60); do curl -s -o /dev/null --max-time 1 http://127.0.0.1:8766/ && break; sleep 1; done
 "$V/voxflow" bench run --engine piper-http --url http://127.0.0.1:8766 --case paragraph \
-  --capacity-start 0.3 "${OPEN[@]}" --out "$OUT/open-paragraph-capacity-piper.json" || true
+  --capacity-start "$PIPER_PARA_START" "${OPEN[@]}" \
+  --out "$OUT/open-paragraph-capacity-piper.json" || true
 kill $piper_pid; wait $piper_pid || true
 
 echo "== 6. Kokoro (English, voice jf_alpha)"
 "$V/voxflow" bench ceiling --model kokoro --processes 1,2 --threads 1,2 --seconds 15 --confirm 3 \
   --json "$OUT/ceiling-kokoro.json"
-# A lone Kokoro request's first audio takes about 0.8 s since issue 17, so its capacity is
-# searched at the same 1 s first audio, from a low rate and over longer probes.
+# A lone Kokoro request's first audio takes about 0.8 s since issue 17 (where it runs at RTF
+# 0.35), so its capacity is searched at the same 1 s first audio, from 0.4 of its bound (0.2
+# of 0.51 requests/s where this was first run) and over longer probes.
 serve_and_run configs/multi.yaml --model kokoro --voice jf_alpha \
-  --capacity-start 0.2 --duration 90 --warmup-s 10 --find-capacity --capacity-max-probes 4 \
+  --capacity-start "$(rate "$OUT/ceiling-kokoro.json" 0.4)" --duration 90 --warmup-s 10 --find-capacity --capacity-max-probes 4 \
   --capacity-tolerance 0.15 --idle-timeout 300 --out "$OUT/open-kokoro.json"
