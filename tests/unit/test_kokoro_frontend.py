@@ -129,6 +129,14 @@ def test_pieces_cut_again_past_the_token_limit_end_inside_the_sentence(frontend)
     assert [s.cut for s in segments] == [True] * (len(segments) - 1) + [False]
 
 
+def test_a_piece_cut_again_at_a_full_stop_ends_its_sentence(frontend, monkeypatch):
+    import voxflow.models.kokoro.frontend as module
+
+    monkeypatch.setattr(module, "split_phonemes", lambda p: ["wˈʌn.", "tˈuː,", "θɹˈiː"])
+    assert [s.cut for s in frontend.segments("One two three", "en-us", 300, None)] == [
+        False, True, False]
+
+
 def _speech(rate: int, lead_s: float, speech_s: float, tail_s: float) -> np.ndarray:
     t = np.arange(int(speech_s * rate)) / rate
     tone = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)

@@ -53,7 +53,8 @@ class TokenSegment:
             tokens with the pads (only with word timestamps).
         words: its input words' token ranges and text spans (`voxflow.models.place`).
         cut: it ends inside a sentence (a capped first segment, or a piece past 510 tokens
-            cut again), so the acoustic stage keeps the shorter `cut_pause_s` after it.
+            cut again other than at `! . ? …`), so the acoustic stage keeps the shorter
+            `cut_pause_s` after it.
     """
 
     text: str
@@ -152,8 +153,10 @@ class KokoroFrontend:
             for k, (phonemes, words) in enumerate(zip(pieces, spoken, strict=True)):
                 ids = np.fromiter((self.vocab[c] for c in phonemes), np.int64, len(phonemes))
                 if _has_sound(phonemes):
+                    # a piece cut again ends inside the sentence unless cut at its end
+                    ends = phonemes.endswith(tuple(_CUT_CLASSES[0]))
                     out.append(TokenSegment(piece, language, phonemes, ids, words,
-                                            cut=cut or k < last))
+                                            cut=cut if k == last else not ends))
         return out
 
 
