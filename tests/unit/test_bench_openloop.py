@@ -44,26 +44,38 @@ def timeline(sent: float, pieces: list[tuple[float, int]], error: str | None = N
 
 
 # ---- schedule -----------------------------------------------------------------------------------
-def test_schedule_is_seeded_reproducible_and_has_the_mean_rate():
-    a = poisson_schedule(50.0, 200.0, seed=7)
-    assert np.array_equal(a, poisson_schedule(50.0, 200.0, seed=7))
-    assert not np.array_equal(a[:100], poisson_schedule(50.0, 200.0, seed=8)[:100])
-    assert np.all(np.diff(a) > 0) and a[0] > 0 and a[-1] < 200.0
-    assert len(a) == pytest.approx(10_000, rel=0.03)  # 50/s over 200 s
-    assert float(np.mean(np.diff(a))) == pytest.approx(1 / 50, rel=0.03)
-    # exponential gaps: the standard deviation equals the mean
-    assert float(np.std(np.diff(a))) == pytest.approx(1 / 50, rel=0.05)
+def test_schedule_is_seeded_reproducible_and_sends_exactly_the_rate():
+    a = poisson_schedule(50.0, 200.0, seed=7, warmup_s=10.0)
+    assert np.array_equal(a, poisson_schedule(50.0, 200.0, seed=7, warmup_s=10.0))
+    assert not np.array_equal(a[:100], poisson_schedule(50.0, 200.0, seed=8, warmup_s=10.0)[:100])
+    assert np.all(np.diff(a) > 0) and a[0] > 0 and a[-1] < 210.0
+    # exactly rate x span in each window, not a random count around it
+    assert int(np.sum(a < 10.0)) == 500 and int(np.sum(a >= 10.0)) == 10_000
+    measured = a[a >= 10.0]
+    assert float(np.mean(np.diff(measured))) == pytest.approx(1 / 50, rel=0.01)
+    # still Poisson-like: gaps nearly exponential (standard deviation equal to the mean) and
+    # a 1 s bin's count with variance equal to its mean (50), not a regular train
+    assert float(np.std(np.diff(measured))) == pytest.approx(1 / 50, rel=0.05)
+    counts = np.histogram(measured, bins=200, range=(10.0, 210.0))[0]
+    assert 30.0 < float(np.var(counts)) < 75.0  # sample variance: 50 +- 5 (1 sd)
 
 
-def test_schedules_of_one_seed_are_the_same_arrivals_scaled():
-    slow, fast = poisson_schedule(2.0, 100.0, 0), poisson_schedule(4.0, 50.0, 0)
-    assert np.allclose(slow / 2, fast[:len(slow)]) and len(slow) == len(fast)
+def test_the_measured_window_does_not_depend_on_the_warmup():
+    short, long = poisson_schedule(3.0, 40.0, 0, 5.0), poisson_schedule(3.0, 40.0, 0, 9.0)
+    assert np.allclose(short[short >= 5.0] - 5.0, long[long >= 9.0] - 9.0)
+    assert len(short[short >= 5.0]) == 120 and len(short[short < 5.0]) == 15
 
 
-@pytest.mark.parametrize(("rate", "span"), [(0.0, 1.0), (-1.0, 1.0), (1.0, 0.0)])
-def test_schedule_rejects_non_positive_rate_or_span(rate, span):
+def test_a_rate_too_low_for_its_window_sends_nothing_there():
+    assert len(poisson_schedule(0.01, 40.0, 0)) == 0  # round(0.4) = 0
+    assert len(poisson_schedule(0.02, 40.0, 0)) == 1
+
+
+@pytest.mark.parametrize(("rate", "span", "warmup"),
+                         [(0.0, 1.0, 0.0), (-1.0, 1.0, 0.0), (1.0, 0.0, 0.0), (1.0, 1.0, -1.0)])
+def test_schedule_rejects_non_positive_rate_or_span(rate, span, warmup):
     with pytest.raises(ValueError, match="positive"):
-        poisson_schedule(rate, span, 0)
+        poisson_schedule(rate, span, 0, warmup)
 
 
 # ---- goodput ------------------------------------------------------------------------------------
@@ -130,6 +142,18 @@ def test_find_capacity_respects_the_probe_cap():
     assert cap.rate == 8.0 and cap.lowest_failing is None and not cap.bracketed
 
 
+def test_find_capacity_steps_by_its_factor_until_it_brackets():
+    calls: list[float] = []
+    search = CapacitySearch(start=4.0, tolerance=0.1, max_probes=5, step=1.25)
+    cap = asyncio.run(find_capacity(fake_probe(5.2, calls), search))
+    # 4 and 5 pass, 6.25 fails; then bisection: 5.625 and 5.3125 fail, within 10% of 5
+    assert calls == [4.0, 5.0, 6.25, 5.625, 5.3125]
+    assert cap.rate == 5.0 and cap.lowest_failing == 5.3125 and cap.bracketed
+    calls.clear()
+    cap = asyncio.run(find_capacity(fake_probe(2.0, calls), search))
+    assert calls[:3] == [4.0, 3.2, 2.56] and cap.rate <= 2.0 < cap.lowest_failing
+
+
 def test_find_capacity_with_no_passing_rate_reports_zero():
     calls: list[float] = []
     cap = asyncio.run(find_capacity(fake_probe(-1.0, calls), CapacitySearch(max_probes=3)))
@@ -160,7 +184,7 @@ def pcm_server(delay_s: float = 0.0):
 
 def test_one_rate_sends_its_schedule_and_measures_only_after_warmup():
     plan = OpenLoopPlan(rates=(20.0,), duration_s=1.0, warmup_s=0.5, seed=3)
-    times = poisson_schedule(20.0, 1.5, 0)
+    times = poisson_schedule(20.0, 1.0, 0, 0.5)
     bodies: list[dict] = []
 
     async def handler(request: httpx.Request) -> httpx.Response:
@@ -174,7 +198,7 @@ def test_one_rate_sends_its_schedule_and_measures_only_after_warmup():
 
     s = asyncio.run(go())
     assert len(bodies) == len(times)
-    assert s.sent == int(np.sum(times >= 0.5)) and s.ok == s.sent and s.goodput == 1.0
+    assert s.sent == int(np.sum(times >= 0.5)) == 20 and s.ok == s.sent and s.goodput == 1.0
     assert [b["input"] for b in bodies[:4]] == ["a", "b", "c", "a"]
     assert [b["seed"] for b in bodies[:4]] == [3, 4, 5, 3]
     assert s.audio_s == pytest.approx(0.1 * s.sent)
@@ -279,6 +303,8 @@ def test_compare_gives_capacity_verdicts_against_the_base_arm():
     (["--capacity-goodput", "1.5"], "at most 1"),
     (["--capacity-tolerance", "1"], "less than 1"),
     (["--capacity-max-probes", "1"], "at least 2"),
+    (["--capacity-step", "1"], "--capacity-step: must be more than 1"),
+    (["--capacity-step", "0.5"], "more than 1"),
     (["--request-rate", "2", "--check", "2"], "--check and --save-audio-dir work with"),
 ])
 def test_open_loop_options_are_checked_before_anything_runs(capsys, argv, message):
@@ -296,6 +322,8 @@ def test_open_loop_plan_from_options():
     assert (plan.duration_s, plan.warmup_s, plan.slo, plan.seed) == (30.0, 5.0, Slo(1.0, 0), 1)
     plan = open_loop_from(parse(["bench", "run", "--request-rate", "2,4", "--find-capacity"]))
     assert plan is not None and plan.capacity == CapacitySearch(start=4.0)
+    plan = open_loop_from(parse(["bench", "run", "--find-capacity", "--capacity-step", "1.2"]))
+    assert plan is not None and plan.capacity is not None and plan.capacity.step == 1.2
     plan = open_loop_from(parse(["bench", "run", "--find-capacity", "--slo-ttfa", "0.5"]))
     assert plan is not None and plan.rates == () and plan.capacity is not None
     assert plan.capacity.start == 1.0 and plan.slo.ttfa_s == 0.5

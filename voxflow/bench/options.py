@@ -128,6 +128,14 @@ def tolerance(text: str) -> float:
     return value
 
 
+def step_factor(text: str) -> float:
+    """A number above 1 (the capacity search's step)."""
+    value = positive_float(text)
+    if value <= 1:
+        raise argparse.ArgumentTypeError(f"must be more than 1, got {text}")
+    return value
+
+
 def max_probes(text: str) -> int:
     value = _int(text)
     if value < 2:
@@ -257,6 +265,9 @@ def add_open_loop_options(p: argparse.ArgumentParser) -> None:
                    "(0.05)")
     g.add_argument("--capacity-max-probes", type=max_probes, default=12, metavar="N",
                    help="most rates the search probes (12)")
+    g.add_argument("--capacity-step", type=step_factor, default=2.0, metavar="F",
+                   help="factor the search raises the rate by while probes pass (lowers it "
+                   "by while they fail) until it brackets the capacity (2.0)")
 
 
 def add_gate_options(p: argparse.ArgumentParser) -> None:
@@ -321,7 +332,8 @@ def open_loop_from(args: argparse.Namespace) -> OpenLoopPlan | None:
         start = args.capacity_start or (rates[-1] if rates else 1.0)
         search = CapacitySearch(start=start, goodput=args.capacity_goodput,
                                 tolerance=args.capacity_tolerance,
-                                max_probes=args.capacity_max_probes)
+                                max_probes=args.capacity_max_probes,
+                                step=args.capacity_step)
     return OpenLoopPlan(
         rates=rates, duration_s=args.duration, warmup_s=args.warmup_s,
         schedule_seed=args.schedule_seed, seed=args.seed, timeout_s=args.timeout,
