@@ -16,7 +16,7 @@
 #    its defaults and with its low-latency settings.
 # Every step writes one JSON into OUT_DIR (default: bench-capacity/) and prints its table.
 # The open-loop searches start at a share of the bound measured in step 1 (RATE below), so the
-# same probes fit a slower or faster machine. About 77 minutes on 2 cores.
+# same probes fit a slower or faster machine. About 80 minutes on 2 cores.
 set -euo pipefail
 OUT=${1:-bench-capacity}
 mkdir -p "$OUT"
