@@ -11,7 +11,8 @@
 #    servers, 3 starts each, on the sentences file;
 # 5. the paragraph case (five sentences a request): voxflow's capacity without and with lanes,
 #    piper-tts's goodput at one rate and its capacity (a server that answers whole files
-#    cannot give first audio within 1 s there);
+#    gives first audio within 1 s only where a whole paragraph renders in under 1 s and
+#    paragraphs do not overlap);
 # 6. Kokoro: its ceiling and its capacity at the same service level (configs/multi.yaml), with
 #    its defaults and with its low-latency settings.
 # Every step writes one JSON into OUT_DIR (default: bench-capacity/) and prints its table.

@@ -278,9 +278,6 @@ class Capacity:
                 "probes": [p.to_dict() for p in self.probes]}
 
 
-"""Factor between successive rates until the first pass and the first fail are found."""
-
-
 async def find_capacity(probe: Callable[[float], Awaitable[RateStats]],
                         search: CapacitySearch) -> Capacity:
     """The highest rate whose goodput reaches `search.goodput`, within `search.tolerance`.
