@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures as futures
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,21 +136,32 @@ def test_40_concurrent_seeded_requests_give_the_plain_servers_bytes(two_replicas
     assert health.json()["status"] == "ready"
 
 
-def _long_stream(url: str) -> tuple[str, bytes]:
+def _long_stream(url: str, started: threading.Event) -> tuple[str, bytes]:
     """One long streamed request: ("ok", body), ("cut", bytes so far) when the body ended
-    early, or (f"status {code}", body) for an error status."""
+    early, or (f"status {code}", body) for an error status. Sets `started` once its first
+    bytes (or its error status) arrived."""
     body = {"model": "piper", "voice": "joe", "input": LONG, "seed": 11,
             "response_format": "pcm", "stream": True}
     got = bytearray()
     try:
         with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=90) as r:
             if r.status_code != 200:
+                started.set()
                 return f"status {r.status_code}", r.read()
             for piece in r.iter_bytes():
                 got.extend(piece)
+                started.set()
     except (httpx.RemoteProtocolError, httpx.ReadError):
         return "cut", bytes(got)
+    finally:
+        started.set()
     return "ok", bytes(got)
+
+
+def _ongoing(name: str) -> int:
+    """The requests replica actor `name` is serving now (Ray Serve's own count)."""
+    actor = ray.get_actor(name, namespace="serve")
+    return ray.get(actor.get_num_ongoing_requests.remote(), timeout=30)
 
 
 def test_a_killed_replica_is_replaced_and_only_its_requests_fail(two_replicas, reference):
@@ -157,17 +169,22 @@ def test_a_killed_replica_is_replaced_and_only_its_requests_fail(two_replicas, r
     assert len(before) == 2
     with futures.ThreadPoolExecutor(8) as pool:
         started = time.monotonic()
-        runs = [pool.submit(_long_stream, two_replicas) for _ in range(8)]
-        time.sleep(2.0)  # every request is in flight on one replica or the other
-        victim = sorted(before)[0]
+        first_bytes = [threading.Event() for _ in range(8)]
+        runs = [pool.submit(_long_stream, two_replicas, event) for event in first_bytes]
+        # every stream has begun on one replica or the other; the victim is one that serves
+        # some of them (Ray's router may put all eight on one replica)
+        assert all(event.wait(60) for event in first_bytes)
+        serving = {name: _ongoing(name) for name in sorted(before)}
+        victim = max(serving, key=lambda name: (0 < serving[name] < 8, serving[name]))
         ray.kill(ray.get_actor(victim, namespace="serve"), no_restart=True)
         results = [run.result(timeout=120) for run in runs]
         took = time.monotonic() - started
     outcomes = [outcome for outcome, _ in results]
-    print(f"killed {victim}: {outcomes} in {took:.1f} s")
+    print(f"killed {victim} serving {serving}: {outcomes} in {took:.1f} s")
     assert took < 100  # nobody hangs
+    assert serving[victim] >= 1, serving
     failed = [(o, b) for o, b in results if o != "ok"]
-    assert 1 <= len(failed) < 8, outcomes
+    assert len(failed) == serving[victim], (serving, outcomes)  # its requests and no other
     for outcome, body in results:
         if outcome == "ok":
             assert body == reference[("long",)]
