@@ -16,8 +16,11 @@ from voxflow.engine.request import RequestState, SpeechRequest
 from voxflow.errors import InvalidRequestError
 from voxflow.models.kokoro.frontend import TokenSegment
 from voxflow.models.kokoro.model import KokoroFamily
+from voxflow.models.kokoro.pace import RunPace
 from voxflow.models.kokoro.settings import KokoroSettings
 from voxflow.models.kokoro.synth import run_graph
+from voxflow.stages.items import StageBatch
+from voxflow.stages.outputs import Audio, Continued
 from voxflow.text.document import parse_plain
 
 
@@ -123,6 +126,48 @@ def test_speed_two_is_native_then_stretched_to_half_the_duration(family):
     normal = run_stage(acoustic, [item(segment, index=0)])[0]
     fast = run_stage(acoustic, [item(segment, speed=2.0, index=0)])[0]
     assert 0.45 < fast.size / normal.size < 0.55
+
+
+LONG = ("The little red kite circled twice above the harbor, then it settled on the mast of "
+        "a fishing boat where the gulls watched it.")
+
+
+def _acoustic_run(acoustic, stage_item, slack_s: float):
+    [out] = acoustic.run(StageBatch.of([stage_item], key=None, slack_s=(slack_s,)))
+    return out
+
+
+def test_a_segment_late_whole_is_cut_where_its_head_ends_in_time(family, monkeypatch):
+    monkeypatch.setattr(family, "pace", RunPace(start=0.02))  # this host's speed aside
+    _, acoustic = family.stages()
+    [segment] = family.frontend.segments(LONG, "en-us", 300, None)
+    tokens = segment.token_ids.size
+    assert tokens > 80
+    before = acoustic.events()["deadline_cut"]
+    # 1 s to first audio: a head of at most (0.95 / 1.25) / 0.02 - 13 = 25 tokens
+    out = _acoustic_run(acoustic, item(segment, index=0), 1.0)
+    assert isinstance(out, Continued)
+    rest = out.rest
+    head_tokens = tokens - rest.token_ids.size - 1  # one space dropped at the cut
+    assert 12 <= head_tokens <= 25
+    assert segment.phonemes == f"{segment.phonemes[:head_tokens]} {rest.phonemes}"
+    assert rest.offset_s == out.audio.samples.size / 24000
+    assert 0.5 < rest.offset_s < 2.5  # a few words and a comma's pause
+    assert acoustic.events()["deadline_cut"] == before + 1
+    # the rest with the audio just sent to play (1 s and more): a longer head, or all of it
+    again = _acoustic_run(acoustic, item(rest, index=0), rest.offset_s)
+    if isinstance(again, Continued):
+        assert again.rest.token_ids.size < rest.token_ids.size - head_tokens
+
+
+@pytest.mark.parametrize(("seed", "slack_s"), [(None, 60.0), (None, 0.3), (7, 1.0)])
+def test_no_cut_on_time_when_late_anyway_or_seeded(family, monkeypatch, seed, slack_s):
+    monkeypatch.setattr(family, "pace", RunPace(start=0.02))
+    _, acoustic = family.stages()
+    [segment] = family.frontend.segments(LONG, "en-us", 300, None)
+    out = _acoustic_run(acoustic, item(segment, seed=seed, index=0), slack_s)
+    assert isinstance(out, Audio)
+    assert out.samples.size / 24000 > 5.0  # the whole sentence
 
 
 def test_engine_refuses_a_language_the_voice_does_not_speak(monkeypatch):

@@ -185,7 +185,8 @@ class Engine:
             return AutoregressiveLoop(model, stage, queue, downstream, self.metrics)
 
         def handle(batch: list[Job]) -> None:
-            run_stage_batch(model, stage, batch, downstream, self.metrics, queue.isolated(batch))
+            run_stage_batch(model, stage, batch, downstream, self.metrics, queue.isolated(batch),
+                            queue)
 
         def loop() -> None:
             drain(queue, handle, lane, self._bulk_promotion(model, stage) if lane == BULK

@@ -4,7 +4,8 @@ Routing (`voxflow.stages.outputs`): `Segments` fan a request out into segment jo
 stage (and record its pauses on the request); `Next` goes to the next stage's queue keeping the
 item's segment, part and final flag; `Parts` queue one job per part of the segment,
 `StreamedParts` one per part as each is made; `Audio` is
-delivered to the request as that segment part;
+delivered to the request as that segment part; `Continued` delivers its audio as that part and
+queues the rest of the segment back into the same stage as the next part;
 an exception fails only its own request. A segment's word timings (`words` of an output, else
 of the item) go on with its first part.
 """
@@ -19,7 +20,15 @@ from voxflow.engine.scheduler import Job, StageQueue, stage_batch
 from voxflow.errors import SynthesisError, VoxflowError
 from voxflow.memory_gate import GATE
 from voxflow.stages.items import StageBatch
-from voxflow.stages.outputs import Audio, Next, Parts, Segments, StreamedParts, check_outputs
+from voxflow.stages.outputs import (
+    Audio,
+    Continued,
+    Next,
+    Parts,
+    Segments,
+    StreamedParts,
+    check_outputs,
+)
 from voxflow.stages.stage import Stage
 
 log = logging.getLogger(__name__)
@@ -52,8 +61,10 @@ def run_safely(stage: Stage, batch: list[Job], isolated: bool = False,
         return [run_safely(stage, [job], isolated)[0] for job in batch]
 
 
-def route(stage: Stage, job: Job, out: object, downstream: StageQueue | None) -> None:
-    """Pass one job's output on: next queue, the request's audio, or its failure."""
+def route(stage: Stage, job: Job, out: object, downstream: StageQueue | None,
+          own: StageQueue | None = None) -> None:
+    """Pass one job's output on: next queue, the request's audio (and, for `Continued`, the
+    rest of the segment back into `own`, the stage's queue), or its failure."""
     state = job.state
     if isinstance(out, BaseException):
         state.fail(as_request_error(stage, out))
@@ -65,6 +76,8 @@ def route(stage: Stage, job: Job, out: object, downstream: StageQueue | None) ->
         item = job.item
         words = out.words if out.words is not None else item.words
         state.deliver(item.segment, out.samples, item.part, item.final, words)
+    elif isinstance(out, Continued):
+        continue_segment(stage, job, out, own)
     elif downstream is None:
         state.fail(as_request_error(stage, TypeError("the last stage returned no audio")))
     elif isinstance(out, Parts):
@@ -76,6 +89,19 @@ def route(stage: Stage, job: Job, out: object, downstream: StageQueue | None) ->
         words = out.words if out.words is not None else job.item.words
         downstream.put(job.derive(out.payload, part=job.item.part, final=job.item.final,
                                   words=words))
+
+
+def continue_segment(stage: Stage, job: Job, out: Continued, own: StageQueue | None) -> None:
+    """Deliver a cut segment's head as the item's part and queue the rest as the next part."""
+    item, state = job.item, job.state
+    if own is None:
+        state.fail(as_request_error(stage, TypeError("Continued needs the stage's own queue")))
+        return
+    words = out.audio.words if out.audio.words is not None else item.words
+    # queued first: delivering may end the wait of a held later segment (rule 6), which must
+    # not run before this rest
+    own.put(job.derive(out.rest, part=item.part + 1, final=item.final))
+    state.deliver(item.segment, out.audio.samples, item.part, False, words)
 
 
 def fan_out(stage: Stage, job: Job, plan: Segments, downstream: StageQueue | None) -> None:
@@ -143,8 +169,10 @@ def run_stage_batch(
     downstream: StageQueue | None,
     metrics: EngineMetrics,
     isolated: bool = False,
+    own: StageQueue | None = None,
 ) -> None:
-    """Run one batch and pass each output on (next queue, or the request's audio)."""
+    """Run one batch and pass each output on (next queue, the request's audio, or `own`, the
+    stage's queue, for the rest of a `Continued` segment)."""
     # built once: its slack is taken before a memory wait (rare: 3 waits in 80 runs at c=8)
     staged = stage_batch(batch, stage, isolated) if batch else None
     need = stage.working_set_bytes(staged) if staged is not None else 0
@@ -152,7 +180,7 @@ def run_stage_batch(
         started = time.perf_counter()
         outputs = run_safely(stage, batch, isolated, staged)
         for job, out in zip(batch, outputs, strict=True):
-            route(stage, job, out, downstream)  # StreamedParts are made here, in the hold
+            route(stage, job, out, downstream, own)  # StreamedParts are made here, in the hold
     metrics.stage_seconds.labels(model, stage.name).observe(time.perf_counter() - started)
     metrics.batch_size.labels(model, stage.name).observe(len(batch))
     metrics.items_run.labels(model, stage.name).inc(len(batch))

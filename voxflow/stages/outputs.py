@@ -12,6 +12,9 @@
 - `Audio`: (N,) float32 samples in [-1, 1] at the voice's rate, from the last stage: one chunk of
   the segment at the input's part; the chunk with ``final`` closes the segment. A stage that
   needs more input before it can emit (a vocoder's lookahead) returns an empty `Audio`.
+- `Continued`: from the last stage, an `Audio` of the input's part (never final) and the rest
+  of its segment, which goes back to the same stage's queue as the segment's next part (a
+  segment cut at schedule time so its head meets its listener's deadline).
 - an `Exception` instance: that item's request fails with it; its batch-mates go on.
 
 `Next`, `Parts`, `StreamedParts` and `Audio` may carry a segment's word timings (`words`,
@@ -120,7 +123,21 @@ class Audio:
         return cls(np.zeros(0, np.float32))
 
 
-StageOutput = Union[Segments, Next, Parts, StreamedParts, Audio, BaseException]  # noqa: UP007 (runtime alias)
+@dataclass(frozen=True)
+class Continued:
+    """The last stage's audio of the item's part, and the rest of the segment after it.
+
+    `audio` goes to the request as the item's part, not final (its words, seconds from the
+    segment's first sample, with it); `rest` is queued back into the same stage as part
+    ``item.part + 1`` with the item's `final` flag, and scheduled like any continuation (due
+    when the audio sent so far runs out).
+    """
+
+    audio: Audio
+    rest: Any
+
+
+StageOutput = Union[Segments, Next, Parts, StreamedParts, Audio, Continued, BaseException]  # noqa: UP007 (runtime alias)
 """One item's result of `Stage.run`."""
 
 
@@ -131,12 +148,13 @@ def check_outputs(stage_name: str, outputs: list, n_items: int) -> list:
         TypeError: the count differs from `n_items`, or an output is not a `StageOutput` (a
             stage bug: the engine then retries the items one by one).
     """
+    kinds = (Segments, Next, Parts, StreamedParts, Audio, Continued, BaseException)
     if len(outputs) != n_items:
         raise TypeError(f"stage {stage_name} returned {len(outputs)} outputs for {n_items} items")
     for out in outputs:
-        if not isinstance(out, (Segments, Next, Parts, StreamedParts, Audio, BaseException)):
+        if not isinstance(out, kinds):
             raise TypeError(
                 f"stage {stage_name} returned {type(out).__name__}; expected Segments, Next, "
-                "Parts, StreamedParts, Audio or an exception"
+                "Parts, StreamedParts, Audio, Continued or an exception"
             )
     return outputs

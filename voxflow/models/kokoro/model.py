@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
+import threading
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -29,6 +32,8 @@ from voxflow.models.kokoro.loader import (
     load_graph,
     load_vocab,
 )
+from voxflow.models.kokoro.pace import RunPace
+from voxflow.models.kokoro.pieces import cut_index, split_segment
 from voxflow.models.kokoro.settings import KokoroSettings
 from voxflow.models.kokoro.synth import Rendered, run_graph, speech_bounds
 from voxflow.models.kokoro.voices import load_packaged_voices, voice_language
@@ -36,12 +41,16 @@ from voxflow.models.place import place_words
 from voxflow.models.solo import CPU_RUNS
 from voxflow.models.words import word_times
 from voxflow.stages.items import StageBatch, StageItem
-from voxflow.stages.outputs import Audio, Words
+from voxflow.stages.outputs import Audio, Continued, Words
 from voxflow.stages.stage import Stage
 from voxflow.text.document import SpeechDocument, TextRun
 from voxflow.text.scripts import spoken_text
 
 log = logging.getLogger(__name__)
+
+CUT_MARGIN_S = 0.05
+"""Seconds kept free of a deadline cut's predicted run: the audio's trim, stretch and delivery
+after the graph."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,13 @@ class KokoroAcousticStage(Stage):
     (`serial_segments`, scheduler rule 6), so a lone request's first segment has both cores
     and its first audio does not wait for its own second segment.
 
+    A segment whose whole run is predicted to end after its listener's deadline (the batch's
+    slack) is cut at schedule time (`pieces`, `KokoroSettings.deadline_cuts`): the largest head
+    that ends in time is rendered, and the rest goes back to the queue as the segment's next
+    part (`Continued`), sized again when it runs against the audio then playing. A lone request
+    thus hears a short head within the TTFA target and each later piece before the one before
+    it runs out; a run is never cut where even the smallest head would be late.
+
     A segment's speed outside the clean native range (`native_speed_min` ..
     `native_speed_max`) is rendered at the nearest end of it, then time-stretched (pitch kept)
     by the rest; the silence kept around the speech scales with the speed too.
@@ -104,6 +120,8 @@ class KokoroAcousticStage(Stage):
     def __init__(self, family: KokoroFamily):
         super().__init__(max_batch_size=1, workers=family.settings.workers)
         self._family = family
+        self._cuts = 0
+        self._cuts_lock = threading.Lock()
 
     def cost(self, item: StageItem) -> int:
         return int(item.payload.token_ids.size)
@@ -116,41 +134,70 @@ class KokoroAcousticStage(Stage):
             for item in batch
         )
 
+    def events(self) -> dict[str, int]:
+        """``deadline_cut``: segments cut at schedule time to meet a deadline (`pieces`)."""
+        return {"deadline_cut": self._cuts}
+
     def run(self, batch: StageBatch) -> list:
+        return [self._render(item, batch.slack(b)) for b, item in enumerate(batch)]
+
+    def _render(self, item: StageItem, slack_s: float) -> Audio | Continued:
+        """One segment (or the head of it a deadline cut leaves: `Continued`) -> its audio."""
         family = self._family
         s = family.settings
-        out = []
-        for item in batch:
-            # Outside the clean native range: render at its nearest end, then stretch the rest.
-            native, stretch = split_speed(item.speed, s.native_speed_min, s.native_speed_max)
-            with CPU_RUNS.run():  # counted, so a Piper run beside it takes no solo session
-                rendered = run_graph(
-                    family.graph.session,
-                    item.payload.token_ids,
-                    family.voice_models[item.request.voice].table,
-                    native,
-                )
-            # Kept silence at the native rate, so after the stretch the pauses follow the speed;
-            # a segment that ends inside its sentence keeps a comma's pause, not a full stop's.
-            pause = s.cut_pause_s if item.payload.cut else s.segment_pause_s
-            start, end = speech_bounds(rendered.audio, SAMPLE_RATE, pause, native)
-            audio = np.clip(rendered.audio[start:end], -1.0, 1.0)
-            words = _words(item, rendered, start, end, stretch) if item.request.timestamps else None
-            out.append(Audio(time_stretch(audio, SAMPLE_RATE, stretch), words))
-        return out
+        # Outside the clean native range: render at its nearest end, then stretch the rest.
+        native, stretch = split_speed(item.speed, s.native_speed_min, s.native_speed_max)
+        runs = CPU_RUNS.running + 1  # this run's company when it starts, itself included
+        head, rest = self._cut(item, slack_s, runs)
+        with CPU_RUNS.run():  # counted, so a Piper run beside it takes no solo session
+            started = time.perf_counter()
+            rendered = run_graph(family.graph.session, head.token_ids,
+                                 family.voice_models[item.request.voice].table, native)
+            family.pace.observe(int(head.token_ids.size), time.perf_counter() - started, runs)
+        # Kept silence at the native rate, so after the stretch the pauses follow the speed;
+        # a segment that ends inside its sentence keeps a comma's pause, not a full stop's.
+        pause = s.cut_pause_s if head.cut else s.segment_pause_s
+        start, end = speech_bounds(rendered.audio, SAMPLE_RATE, pause, native)
+        audio = np.clip(rendered.audio[start:end], -1.0, 1.0)
+        words = (_words(head, rendered, start, end, stretch) if item.request.timestamps
+                 else None)
+        out = Audio(time_stretch(audio, SAMPLE_RATE, stretch), words)
+        if rest is None:
+            return out
+        return Continued(out, replace(rest, offset_s=head.offset_s
+                                      + out.samples.size / SAMPLE_RATE))
+
+    def _cut(self, item: StageItem, slack_s: float,
+             runs: int) -> tuple[TokenSegment, TokenSegment | None]:
+        """(head, rest): the segment whole and None, unless a deadline cut pays
+        (`KokoroSettings.deadline_cuts`, `pieces`)."""
+        s = self._family.settings
+        segment: TokenSegment = item.payload
+        if not s.deadline_cuts or item.request.seeded or not math.isfinite(slack_s):
+            return segment, None
+        most = self._family.pace.tokens_within((slack_s - CUT_MARGIN_S) / s.cut_safety, runs)
+        if most >= segment.token_ids.size or most < s.min_cut_tokens:
+            return segment, None  # whole: on time, or late however it is cut
+        at = cut_index(segment.phonemes, most, s.min_cut_tokens)
+        if at is None:
+            return segment, None
+        with self._cuts_lock:
+            self._cuts += 1
+        return split_segment(segment, at)
 
 
-def _words(item: StageItem, rendered: Rendered, start: int, end: int, stretch: float) -> Words:
-    """The segment's word timings, seconds from its first kept sample: the graph's durations
-    shifted by the `start` samples trimmed away, each time held inside the kept audio, and
-    scaled by the time stretch that follows (`stretch` = requested speed / native speed)."""
-    segment: TokenSegment = item.payload
+def _words(segment: TokenSegment, rendered: Rendered, start: int, end: int,
+           stretch: float) -> Words:
+    """The segment's word timings, seconds from its segment's first sample: the graph's
+    durations shifted by the `start` samples trimmed away, each time held inside the kept
+    audio, scaled by the time stretch that follows (`stretch` = requested speed / native
+    speed), then moved by the audio of the segment's parts before it (`offset_s`)."""
     kept = (end - start) / SAMPLE_RATE
     lead = start / SAMPLE_RATE
     timings = word_times(rendered.durations, segment.words, HOP_SAMPLES, SAMPLE_RATE)
     return tuple(
-        replace(w, start_s=min(max(w.start_s - lead, 0.0), kept) / stretch,
-                end_s=min(max(w.end_s - lead, 0.0), kept) / stretch)
+        replace(w, start_s=segment.offset_s + min(max(w.start_s - lead, 0.0), kept) / stretch,
+                end_s=segment.offset_s + min(max(w.end_s - lead, 0.0), kept) / stretch)
         for w in timings
     )
 
@@ -179,6 +226,8 @@ class KokoroFamily(ModelFamily):
             spin=settings.workers == 1,  # workers sharing a many-thread session: no spinning
         )
         self.frontend = KokoroFrontend(load_vocab())
+        self.pace = RunPace()
+        """Seconds per token of the acoustic runs, per runs in progress (deadline cuts)."""
 
     def languages(self, voice_id: str) -> tuple[str, ...]:
         """Every Kokoro voice speaks every front-end language; its own comes first."""

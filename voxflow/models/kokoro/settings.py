@@ -68,6 +68,26 @@ class KokoroSettings(BaseModel):
         "segment before any of its audio; it pays where the graph runs at a real-time "
         "factor below 1 / segment_growth); null = every later cap is `max_segment_chars`.",
     )
+    deadline_cuts: bool = Field(
+        True,
+        description="Cut a segment at schedule time when its whole run is predicted to end "
+        "after its listener's deadline (a first audio's `engine.ttfa_target_s`, or the end of "
+        "the audio already sent): the largest head that ends in time is rendered now, at a "
+        "space of its phonemes, the rest queued as the segment's next part and sized again "
+        "when it runs. The prediction is the measured pace per number of runs in progress. "
+        "Never for a seeded request (its bytes must not depend on the load), nor where even "
+        "`min_cut_tokens` would be late (the whole segment is then cheapest).",
+    )
+    min_cut_tokens: int = Field(
+        12, ge=1, le=500,
+        description="Fewest phoneme tokens either side of a deadline cut (about two words): a "
+        "segment that cannot be cut with this many on each side is rendered whole.",
+    )
+    cut_safety: float = Field(
+        1.25, ge=1.0, le=5.0,
+        description="A run is taken to last this many times its predicted time when a "
+        "deadline cut is sized (a run's time varies with what starts beside it).",
+    )
     # Kokoro pads each segment with up to ~0.3 s of silence before and ~0.6 s after the speech.
     segment_pause_s: float = Field(
         0.25, ge=0.0, le=2.0,

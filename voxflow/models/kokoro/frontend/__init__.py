@@ -55,6 +55,9 @@ class TokenSegment:
         cut: it ends inside a sentence (a capped first segment, or a piece past 510 tokens
             cut again other than at `! . ? …`), so the acoustic stage keeps the shorter
             `cut_pause_s` after it.
+        offset_s: seconds of its segment's audio before it: 0 for a segment as the front end
+            made it; for the rest of a segment cut at schedule time (`pieces`), the audio of
+            the parts before it, by which its word times are shifted.
     """
 
     text: str
@@ -64,6 +67,7 @@ class TokenSegment:
     spoken: tuple[SpokenWord, ...] = ()
     words: tuple[PlacedWord, ...] = ()
     cut: bool = False
+    offset_s: float = 0.0
 
 
 def token_positions(phonemes: Sequence[str]) -> list[int]:

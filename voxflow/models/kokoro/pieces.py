@@ -1,0 +1,104 @@
+"""Cutting a Kokoro segment at schedule time: a head the listener gets by its deadline, and
+the rest as the segment's next part.
+
+Kokoro renders a whole segment before any of its audio exists, and a run cannot be paused,
+so the size of a run is what decides whether its listener waits. The front end cuts text
+before anyone knows the load; this cut is made by the worker about to run the segment, from
+the segment's slack (`StageBatch.slack`) and the measured pace (`pace.RunPace`): the largest
+head predicted to finish in time, cut at a phoneme-string space, preferring one after
+punctuation (sentence marks, then ``: ;``, then ``, —``) as long as that head is at least
+half the largest. The tail goes back to the stage's queue as the next part of the same
+segment and is sized again when it runs, against the audio then playing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from voxflow.models.kokoro.frontend import TokenSegment
+
+_MARKS = ("!.?…", ":;", ",—")
+
+
+
+def cut_index(phonemes: str, most: int, least: int) -> int | None:
+    """Where to cut `phonemes` so the head has at most `most` tokens.
+
+    Args:
+        phonemes: a segment's phoneme string (one token per character).
+        most: the head's most tokens.
+        least: the fewest tokens of speech either side may have (head and tail each hold at
+            least `least` tokens and a letter).
+    Returns:
+        The index of the space the cut is made at (head ``phonemes[:i]``, tail after the
+        spaces from i), or None where no space gives both sides their `least`.
+    """
+    spaces = [i for i, c in enumerate(phonemes) if c == " "]
+    fits = [i for i in spaces
+            if least <= len(phonemes[:i].rstrip()) <= most
+            and len(phonemes[i:].strip()) >= least
+            and _speaks(phonemes[:i]) and _speaks(phonemes[i:])]
+    if not fits:
+        return None
+    latest = fits[-1]
+    for marks in _MARKS:
+        marked = [i for i in fits if phonemes[:i].rstrip()[-1:] in marks]
+        if marked and 2 * len(phonemes[:marked[-1]].rstrip()) >= len(phonemes[:latest].rstrip()):
+            return marked[-1]
+    return latest
+
+
+def split_segment(segment: TokenSegment, at: int) -> tuple[TokenSegment, TokenSegment]:
+    """`segment` cut at the space at index `at` of its phonemes (`cut_index`).
+
+    Token ids follow the phonemes one to one; the spaces at the cut are dropped. Word ranges
+    (`spoken`, `words`: positions in the graph's tokens, pad first) go to the side that holds
+    them, the tail's shifted to its own positions. The head is marked `cut` (it ends inside a
+    sentence); the tail keeps the segment's flag and its `offset_s` (the caller adds the
+    head's audio once it is rendered).
+
+    Args:
+        at: index of a space in ``segment.phonemes`` with speech on both sides.
+    Returns:
+        (head, tail).
+    Raises:
+        ValueError: `at` is not a space with phonemes on both sides.
+    """
+    phonemes = segment.phonemes
+    if not (0 < at < len(phonemes) - 1 and phonemes[at] == " "):
+        raise ValueError(f"cannot cut {len(phonemes)} phonemes at {at}")
+    head_end = len(phonemes[:at].rstrip())
+    tail_start = len(phonemes) - len(phonemes[at:].lstrip())
+    if head_end == 0 or tail_start >= len(phonemes):
+        raise ValueError(f"cannot cut {len(phonemes)} phonemes at {at}: one side is empty")
+    head = replace(
+        segment, phonemes=phonemes[:head_end], token_ids=segment.token_ids[:head_end],
+        spoken=_head_ranges(segment.spoken, head_end),
+        words=_head_ranges(segment.words, head_end), cut=True,
+    )
+    tail = replace(
+        segment, phonemes=phonemes[tail_start:], token_ids=segment.token_ids[tail_start:],
+        spoken=_tail_ranges(segment.spoken, tail_start),
+        words=_tail_ranges(segment.words, tail_start),
+    )
+    return head, tail
+
+
+def _head_ranges(ranges: tuple[Any, ...], end: int) -> tuple[Any, ...]:
+    """`SpokenWord`s or `PlacedWord`s starting inside the first `end` phonemes (positions
+    1..end), their ends held at the head's closing pad (position end + 1)."""
+    return tuple(replace(r, id_end=min(r.id_end, end + 1))
+                 for r in ranges if r.id_start <= end)
+
+
+def _tail_ranges(ranges: tuple[Any, ...], start: int) -> tuple[Any, ...]:
+    """`SpokenWord`s or `PlacedWord`s starting at or after phoneme `start` (position
+    start + 1), shifted so that phoneme `start` is the tail's position 1."""
+    return tuple(replace(r, id_start=r.id_start - start,
+                         id_end=r.id_end - start)
+                 for r in ranges if r.id_start > start)
+
+
+def _speaks(phonemes: str) -> bool:
+    return any(c.isalpha() for c in phonemes)
