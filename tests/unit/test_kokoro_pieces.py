@@ -38,7 +38,8 @@ def test_both_sides_keep_the_fewest_tokens_or_there_is_no_cut():
     plain = "ab cd ef gh ij"  # spaces at 2, 5, 8, 11
     assert cut_index(plain, most=14, least=3) == 8  # heads "ab" and tails "ij" too short
     assert cut_index(plain, most=14, least=1) == 11
-    assert cut_index(plain, most=4, least=3) is None  # no head of 3..4 tokens
+    assert cut_index(plain, most=4, least=3) == 5  # no head of 3..4 tokens: the next, 5
+    assert cut_index(plain, most=4, least=6) is None  # "ab cd ef" leaves "gh ij" (5)
     assert cut_index("abcdefgh", most=4, least=1) is None  # no space
     assert cut_index(",, ab", most=2, least=1) is None  # a head with nothing to say
 

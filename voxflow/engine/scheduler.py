@@ -94,14 +94,17 @@ def _priority(job: Job, seq: int, now: float) -> tuple[int, float, int, int, int
     return (0 if running_dry else 1, due, state.arrival, item.segment, item.part, seq)
 
 
-def stage_batch(jobs: list[Job], stage: Stage, isolated: bool = False, **kwargs: Any) -> StageBatch:
+def stage_batch(jobs: list[Job], stage: Stage, isolated: bool = False,
+                queue: StageQueue | None = None, **kwargs: Any) -> StageBatch:
     """The `StageBatch` a stage runs for `jobs` (their items, the head's batch key, each item's
-    slack until its listener would wait: `RequestState.slack`)."""
+    slack until its listener would wait: `RequestState.slack`, and with `queue`, the stage's
+    own, how many other requests wait in it: `StageQueue.waiting_requests`)."""
     items = [job.item for job in jobs]
     now = time.perf_counter()
     slack = tuple(job.state.slack(job.segment, now) for job in jobs)
+    waiting = 0 if queue is None else queue.waiting_requests({job.state.id for job in jobs})
     return StageBatch.of(items, key=stage.batch_key(items[0]), isolated=isolated,
-                         slack_s=slack, formed_at=now, **kwargs)
+                         slack_s=slack, formed_at=now, waiting=waiting, **kwargs)
 
 
 class StageQueue:
@@ -189,6 +192,13 @@ class StageQueue:
                 if lane == FAST:
                     wait = _sooner(wait, self._until_urgent())
                 self._cond.wait(wait)
+
+    def waiting_requests(self, besides: set[str]) -> int:
+        """How many requests other than `besides` (request ids) have live items queued here,
+        held or not."""
+        with self._cond:
+            return len({job.state.id for _, job in self._items
+                        if not job.state.cancelled and job.state.id not in besides})
 
     def done(self, batch: list[Job]) -> None:
         """Mark a batch's run finished (in_order stages: its requests may run their next

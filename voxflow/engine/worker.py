@@ -174,7 +174,7 @@ def run_stage_batch(
     """Run one batch and pass each output on (next queue, the request's audio, or `own`, the
     stage's queue, for the rest of a `Continued` segment)."""
     # built once: its slack is taken before a memory wait (rare: 3 waits in 80 runs at c=8)
-    staged = stage_batch(batch, stage, isolated) if batch else None
+    staged = stage_batch(batch, stage, isolated, own) if batch else None
     need = stage.working_set_bytes(staged) if staged is not None else 0
     with GATE.hold(need):  # waits while the runs in progress hold the memory it needs
         started = time.perf_counter()

@@ -123,6 +123,9 @@ class StageBatch(Generic[P]):
         formed_at: `time.perf_counter()` when `slack_s` was taken; `slack` subtracts the
             seconds since, so a stage deciding after its batch waited (memory gate) or ran a
             while (Piper's encoder) sees the slack left then. None: `slack_s` as given.
+        waiting: other requests with items in this stage's queue when the batch was formed
+            (held or not): streams that will want the cores while this batch runs (Kokoro
+            sizes its deadline cuts by it). 0 when built outside the engine's scheduler.
     """
 
     items: tuple[StageItem[P], ...]
@@ -132,6 +135,7 @@ class StageBatch(Generic[P]):
     bucket: tuple[int, int] | None = None
     slack_s: tuple[float, ...] = field(default_factory=tuple)
     formed_at: float | None = None
+    waiting: int = 0
 
     def slack(self, index: int) -> float:
         """Seconds left now until item `index`'s listener would wait: `slack_s[index]` less

@@ -139,21 +139,32 @@ class KokoroAcousticStage(Stage):
         return {"deadline_cut": self._cuts}
 
     def run(self, batch: StageBatch) -> list:
-        return [self._render(item, batch.slack(b)) for b, item in enumerate(batch)]
+        return [self._render(item, batch.slack(b), batch.waiting)
+                for b, item in enumerate(batch)]
 
-    def _render(self, item: StageItem, slack_s: float) -> Audio | Continued:
-        """One segment (or the head of it a deadline cut leaves: `Continued`) -> its audio."""
+    def _render(self, item: StageItem, slack_s: float, waiting: int) -> Audio | Continued:
+        """One segment (or the head of it a deadline cut leaves: `Continued`) -> its audio.
+        The pace of its run is taken at the runs in progress, itself included, plus the
+        `waiting` requests queued here while a worker is free to start them beside it."""
         family = self._family
         s = family.settings
         # Outside the clean native range: render at its nearest end, then stretch the rest.
         native, stretch = split_speed(item.speed, s.native_speed_min, s.native_speed_max)
-        runs = CPU_RUNS.running + 1  # this run's company when it starts, itself included
+        # itself and its company while it runs: the runs in progress, and requests queued
+        # here that a free worker will start beside it
+        runs = CPU_RUNS.running + 1
+        runs = max(runs, min(runs + waiting, self.workers))
         head, rest = self._cut(item, slack_s, runs)
         with CPU_RUNS.run():  # counted, so a Piper run beside it takes no solo session
             started = time.perf_counter()
             rendered = run_graph(family.graph.session, head.token_ids,
                                  family.voice_models[item.request.voice].table, native)
-            family.pace.observe(int(head.token_ids.size), time.perf_counter() - started, runs)
+            took = time.perf_counter() - started
+            family.pace.observe(int(head.token_ids.size), took, runs)
+        log.debug("request %s segment %d part %d: %d of %d tokens, slack %.3f s, %d runs, "
+                  "predicted %.3f s, took %.3f s", item.request.request_id, item.segment,
+                  item.part, head.token_ids.size, item.payload.token_ids.size, slack_s, runs,
+                  family.pace.seconds(int(head.token_ids.size), runs), took)
         # Kept silence at the native rate, so after the stretch the pauses follow the speed;
         # a segment that ends inside its sentence keeps a comma's pause, not a full stop's.
         pause = s.cut_pause_s if head.cut else s.segment_pause_s
@@ -175,10 +186,14 @@ class KokoroAcousticStage(Stage):
         segment: TokenSegment = item.payload
         if not s.deadline_cuts or item.request.seeded or not math.isfinite(slack_s):
             return segment, None
-        most = self._family.pace.tokens_within((slack_s - CUT_MARGIN_S) / s.cut_safety, runs)
-        if most >= segment.token_ids.size or most < s.min_cut_tokens:
-            return segment, None  # whole: on time, or late however it is cut
-        at = cut_index(segment.phonemes, most, s.min_cut_tokens)
+        pace = self._family.pace
+        budget = slack_s - CUT_MARGIN_S
+        most = pace.tokens_within(budget / s.cut_safety, runs)
+        if most >= segment.token_ids.size:
+            return segment, None  # on time whole
+        if pace.tokens_within(budget, runs) < s.min_cut_tokens:
+            return segment, None  # late however it is cut: whole is cheapest
+        at = cut_index(segment.phonemes, max(most, s.min_cut_tokens), s.min_cut_tokens)
         if at is None:
             return segment, None
         with self._cuts_lock:

@@ -1,14 +1,15 @@
 """Cutting a Kokoro segment at schedule time: a head the listener gets by its deadline, and
 the rest as the segment's next part.
 
-Kokoro renders a whole segment before any of its audio exists, and a run cannot be paused,
-so the size of a run is what decides whether its listener waits. The front end cuts text
-before anyone knows the load; this cut is made by the worker about to run the segment, from
-the segment's slack (`StageBatch.slack`) and the measured pace (`pace.RunPace`): the largest
-head predicted to finish in time, cut at a phoneme-string space, preferring one after
-punctuation (sentence marks, then ``: ;``, then ``, —``) as long as that head is at least
-half the largest. The tail goes back to the stage's queue as the next part of the same
-segment and is sized again when it runs, against the audio then playing.
+Kokoro renders a whole segment before any of its audio exists, and a run cannot be paused, so
+the size of a run is what decides whether its listener waits. The front end cuts text before
+anyone knows the load; this cut is made by the worker about to run the segment, from the
+segment's slack (`StageBatch.slack`) and the measured pace (`pace.RunPace`): the largest head
+predicted to finish in time, cut at a phoneme-string space, preferring one after punctuation
+(sentence marks, then ``: ;``, then ``, —``) as long as that head is at least half the largest;
+where no word ends in that range, the shortest head past it. The tail goes back to the stage's
+queue as the next part of the same segment and is sized again when it runs, against the audio
+then playing.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ _MARKS = ("!.?…", ":;", ",—")
 
 
 def cut_index(phonemes: str, most: int, least: int) -> int | None:
-    """Where to cut `phonemes` so the head has at most `most` tokens.
+    """Where to cut `phonemes` so the head has at most `most` tokens, or as few above it as
+    the words allow.
 
     Args:
         phonemes: a segment's phoneme string (one token per character).
@@ -32,15 +34,17 @@ def cut_index(phonemes: str, most: int, least: int) -> int | None:
             least `least` tokens and a letter).
     Returns:
         The index of the space the cut is made at (head ``phonemes[:i]``, tail after the
-        spaces from i), or None where no space gives both sides their `least`.
+        spaces from i): the largest head of `least` to `most` tokens (one after punctuation
+        if at least half that size), else the smallest head above `most` (no word boundary
+        fell between `least` and `most`); None where no space gives both sides their `least`.
     """
     spaces = [i for i, c in enumerate(phonemes) if c == " "]
-    fits = [i for i in spaces
-            if least <= len(phonemes[:i].rstrip()) <= most
-            and len(phonemes[i:].strip()) >= least
+    cuts = [i for i in spaces
+            if len(phonemes[:i].rstrip()) >= least and len(phonemes[i:].strip()) >= least
             and _speaks(phonemes[:i]) and _speaks(phonemes[i:])]
+    fits = [i for i in cuts if len(phonemes[:i].rstrip()) <= most]
     if not fits:
-        return None
+        return cuts[0] if cuts else None
     latest = fits[-1]
     for marks in _MARKS:
         marked = [i for i in fits if phonemes[:i].rstrip()[-1:] in marks]
