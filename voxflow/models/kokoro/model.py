@@ -6,8 +6,9 @@ straight to a 24 kHz waveform in one ONNX graph, so the graph is two stages:
 through OpenJTalk) and `KokoroAcousticStage` (one segment -> one waveform, padding silence
 trimmed).
 
-The graph has no random ops, so a request's audio is fully determined by its text, voice,
-speed and language: a `seed` is accepted and changes nothing.
+The graph has no random ops, so a seeded request's audio is fully determined by its text,
+voice, speed and language (the seed's value changes nothing); an unseeded request's may also
+depend on where the load puts its deadline cuts (`KokoroAcousticStage`).
 """
 
 from __future__ import annotations
