@@ -14,7 +14,7 @@
 #    gives first audio within 1 s only where a whole paragraph renders in under 1 s and
 #    paragraphs do not overlap);
 # 6. Kokoro: its ceiling and its capacity at the same service level (configs/multi.yaml), with
-#    its defaults and with its low-latency settings.
+#    its defaults (deadline cuts) and with the front end's low-latency settings instead.
 # Every step writes one JSON into OUT_DIR (default: bench-capacity/) and prints its table.
 # The open-loop searches start at a share of the bound measured in step 1 (RATE below), so the
 # same probes fit a slower or faster machine. About 80 minutes on 2 cores.
@@ -109,16 +109,16 @@ kill $piper_pid; wait $piper_pid || true
 echo "== 6. Kokoro (English, voice jf_alpha)"
 "$V/voxflow" bench ceiling --model kokoro --processes 1,2 --threads 1,2 --seconds 15 --confirm 3 \
   --json "$OUT/ceiling-kokoro.json"
-# Kokoro renders a whole segment before any of its audio: with its defaults (a first segment
-# of up to 100 characters) a lone request's first audio takes 1.76 s on a host where it runs
-# at RTF 0.35, so the 1 s service level is searched twice, over longer probes: the defaults
-# (from 0.4 of the bound, 3 probes), and the low-latency settings of configs/multi.yaml's
-# comment (30 characters first, each later piece 1.5 times the one before; from 0.2 of it).
+# Kokoro renders a whole segment before any of its audio, so its 1 s service level rests on
+# deadline cuts (on by default: a lone request's first piece is cut to what renders within the
+# target); searched over longer probes from 0.2 of the bound, 4 probes: the defaults, and the
+# front end's low-latency settings without cuts (30 characters first, each later piece 1.5
+# times the one before), the best before deadline cuts.
 KOKORO=(--model kokoro --voice jf_alpha --duration 90 --warmup-s 10 --find-capacity
-        --capacity-tolerance 0.15 --idle-timeout 300)
+        --capacity-tolerance 0.15 --capacity-max-probes 4 --idle-timeout 300
+        --capacity-start "$(rate "$OUT/ceiling-kokoro.json" 0.2)")
 SERVER_ARGS=()
-serve_and_run configs/multi.yaml "${KOKORO[@]}" --capacity-max-probes 3 \
-  --capacity-start "$(rate "$OUT/ceiling-kokoro.json" 0.4)" --out "$OUT/open-kokoro.json"
-SERVER_ARGS=(--set models.1.options.first_segment_chars=30 --set models.1.options.segment_growth=1.5)
-serve_and_run configs/multi.yaml "${KOKORO[@]}" --capacity-max-probes 4 \
-  --capacity-start "$(rate "$OUT/ceiling-kokoro.json" 0.2)" --out "$OUT/open-kokoro-low-latency.json"
+serve_and_run configs/multi.yaml "${KOKORO[@]}" --out "$OUT/open-kokoro.json"
+SERVER_ARGS=(--set models.1.options.deadline_cuts=false --set models.1.options.first_segment_chars=30
+             --set models.1.options.segment_growth=1.5)
+serve_and_run configs/multi.yaml "${KOKORO[@]}" --out "$OUT/open-kokoro-low-latency.json"

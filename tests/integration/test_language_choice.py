@@ -25,7 +25,10 @@ RATE = 24000
 
 
 def speak(url: str, text: str, voice: str = "jm_kumo", model: str = "kokoro", **extra):
-    body = {"model": model, "voice": voice, "input": text, "response_format": "pcm", **extra}
+    """Seeded unless `extra` says otherwise: samples are compared across requests, and an
+    unseeded Kokoro request may be cut where the load puts its deadlines."""
+    body = {"model": model, "voice": voice, "input": text, "response_format": "pcm",
+            "seed": 1, **extra}
     return httpx.post(f"{url}/v1/audio/speech", json=body, timeout=300)
 
 

@@ -30,6 +30,12 @@ def test_the_cut_prefers_punctuation_while_its_head_is_at_least_half_the_largest
     # spaces at 2, 6, 9 and 12: the comma's head (6 tokens) is half the largest (12)
     assert cut_index(PHONEMES, most=13, least=2) == 6
     assert cut_index(PHONEMES, most=5, least=2) == 2  # "ab": the only head that fits
+    # a punctuation head may reach past `most`: "ab cd," (6) within reach 6, not within 5
+    assert cut_index(PHONEMES, most=5, least=2, reach=6) == 6
+    assert cut_index(PHONEMES, most=5, least=2, reach=5) == 2
+    phone = "kˈɔl fˈIv fˈIv fˈIv, wˈʌn tˈu θɹˈi fˈɔɹ tədˈA."  # "Call 555-1234 today."
+    assert phone[:cut_index(phone, most=16, least=12, reach=22)] == "kˈɔl fˈIv fˈIv fˈIv,"
+    assert phone[:cut_index(phone, most=16, least=12)] == "kˈɔl fˈIv fˈIv"
     long = "ab cd, ef gh ij kl mn op qr st uv."
     assert cut_index(long, most=30, least=2) == 30  # the comma's head, 6 of 30, is too small
 

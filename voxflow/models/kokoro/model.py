@@ -192,9 +192,10 @@ class KokoroAcousticStage(Stage):
         most = pace.tokens_within(budget / s.cut_safety, runs)
         if most >= segment.token_ids.size:
             return segment, None  # on time whole
-        if pace.tokens_within(budget, runs) < s.min_cut_tokens:
+        reach = pace.tokens_within(budget, runs)  # on time without the safety factor
+        if reach < s.min_cut_tokens:
             return segment, None  # late however it is cut: whole is cheapest
-        at = cut_index(segment.phonemes, max(most, s.min_cut_tokens), s.min_cut_tokens)
+        at = cut_index(segment.phonemes, max(most, s.min_cut_tokens), s.min_cut_tokens, reach)
         if at is None:
             return segment, None
         with self._cuts_lock:

@@ -6,7 +6,8 @@ the size of a run is what decides whether its listener waits. The front end cuts
 anyone knows the load; this cut is made by the worker about to run the segment, from the
 segment's slack (`StageBatch.slack`) and the measured pace (`pace.RunPace`): the largest head
 predicted to finish in time, cut at a phoneme-string space, preferring one after punctuation
-(sentence marks, then ``: ;``, then ``, —``) as long as that head is at least half the largest;
+(sentence marks, then ``: ;``, then ``, —``; such a head may reach as far as the run predicted
+to end in time without the safety margin) as long as that head is at least half the largest;
 where no word ends in that range, the shortest head past it. The tail goes back to the stage's
 queue as the next part of the same segment and is sized again when it runs, against the audio
 then playing.
@@ -23,34 +24,41 @@ _MARKS = ("!.?…", ":;", ",—")
 
 
 
-def cut_index(phonemes: str, most: int, least: int) -> int | None:
-    """Where to cut `phonemes` so the head has at most `most` tokens, or as few above it as
-    the words allow.
+def cut_index(phonemes: str, most: int, least: int, reach: int | None = None) -> int | None:
+    """Where to cut `phonemes` so the head has at most `most` tokens (`reach` after
+    punctuation), or as few above it as the words allow.
 
     Args:
         phonemes: a segment's phoneme string (one token per character).
         most: the head's most tokens.
         least: the fewest tokens of speech either side may have (head and tail each hold at
             least `least` tokens and a letter).
+        reach: the most tokens of a head that ends at punctuation (default `most`; a deadline
+            cut passes the head predicted to end in time without the safety factor, so a
+            natural pause is taken where it is still expected on time).
     Returns:
         The index of the space the cut is made at (head ``phonemes[:i]``, tail after the
-        spaces from i): the largest head of `least` to `most` tokens (one after punctuation
-        if at least half that size), else the smallest head above `most` (no word boundary
-        fell between `least` and `most`); None where no space gives both sides their `least`.
+        spaces from i): the largest head of `least` to `reach` tokens that ends at
+        punctuation, by class (sentence marks, ``: ;``, ``, —``), if at least half the size
+        of the largest head of `least` to `most`; else that largest head; else the smallest
+        head above `most` (no word boundary fell between `least` and `most`); None where no
+        space gives both sides their `least`.
     """
+    reach = most if reach is None else max(reach, most)
     spaces = [i for i, c in enumerate(phonemes) if c == " "]
     cuts = [i for i in spaces
             if len(phonemes[:i].rstrip()) >= least and len(phonemes[i:].strip()) >= least
             and _speaks(phonemes[:i]) and _speaks(phonemes[i:])]
     fits = [i for i in cuts if len(phonemes[:i].rstrip()) <= most]
-    if not fits:
-        return cuts[0] if cuts else None
-    latest = fits[-1]
+    largest = len(phonemes[:fits[-1]].rstrip()) if fits else most
     for marks in _MARKS:
-        marked = [i for i in fits if phonemes[:i].rstrip()[-1:] in marks]
-        if marked and 2 * len(phonemes[:marked[-1]].rstrip()) >= len(phonemes[:latest].rstrip()):
+        marked = [i for i in cuts if len(phonemes[:i].rstrip()) <= reach
+                  and phonemes[:i].rstrip()[-1:] in marks]
+        if marked and 2 * len(phonemes[:marked[-1]].rstrip()) >= largest:
             return marked[-1]
-    return latest
+    if fits:
+        return fits[-1]
+    return cuts[0] if cuts else None
 
 
 def split_segment(segment: TokenSegment, at: int) -> tuple[TokenSegment, TokenSegment]:
