@@ -28,18 +28,29 @@ class _Cutter(Stage):
         return out
 
 
-def test_the_head_is_delivered_and_the_rest_runs_as_the_next_parts():
+def _first_run(segments: int, head):
+    """A request of `segments` segments whose first item `head` ran on a `_Cutter`: its state,
+    sink, and the stage's run of a batch (`own` queue included), and that queue."""
     state, sink = make_state()
-    state.set_segment_count(1)
+    state.set_segment_count(segments)
     metrics = EngineMetrics()
     stage = _Cutter()
     own = StageQueue("fake", stage, metrics)
-    run_stage_batch("fake", stage, [job(state, 0, 8)], None, metrics, own=own)
+
+    def run(batch):
+        run_stage_batch("fake", stage, batch, None, metrics, own=own)
+
+    run([head(state)])
+    return state, sink, run, own
+
+
+def test_the_head_is_delivered_and_the_rest_runs_as_the_next_parts():
+    state, sink, run, own = _first_run(1, lambda state: job(state, 0, 8))
     parts = []
     while batch := own.next_batch(timeout=0.01):
         [rest] = batch
         parts.append((rest.segment, rest.item.part, rest.item.final, rest.item.payload))
-        run_stage_batch("fake", stage, batch, None, metrics, own=own)
+        run(batch)
     assert parts == [(0, 1, True, 5), (0, 2, True, 2)]
     assert sink.errors == []
     samples = np.concatenate([c.samples for c in sink.chunks])
@@ -49,13 +60,7 @@ def test_the_head_is_delivered_and_the_rest_runs_as_the_next_parts():
 
 
 def test_a_rest_that_is_not_final_keeps_the_segment_open():
-    state, sink = make_state()
-    state.set_segment_count(2)
-    metrics = EngineMetrics()
-    stage = _Cutter()
-    own = StageQueue("fake", stage, metrics)
-    run_stage_batch("fake", stage, [job(state, 0, 5, part=0, final=False)], None, metrics,
-                    own=own)
+    state, _, _, own = _first_run(2, lambda state: job(state, 0, 5, part=0, final=False))
     [rest] = own.next_batch(timeout=0.01)
     assert (rest.item.part, rest.item.final) == (1, False)
     assert state.segments_synthesized == 0
