@@ -68,8 +68,9 @@ def test_json_route_gives_the_same_words_as_sse(multi_server):
 def test_times_follow_a_stretched_speed(multi_server):
     """Speed 2 is past Kokoro's native range (1.1): rendered at 1.1, then time-stretched;
     the word times shrink with the audio."""
-    normal, normal_s = words_and_seconds(sse_events(multi_server.url))
-    fast, fast_s = words_and_seconds(sse_events(multi_server.url, speed=2.0))
+    # seeded: both uncut (an unseeded stream's cuts follow the load, each adding a pause)
+    normal, normal_s = words_and_seconds(sse_events(multi_server.url, seed=3))
+    fast, fast_s = words_and_seconds(sse_events(multi_server.url, speed=2.0, seed=3))
     check_words(fast, fast_s)
     assert fast_s == pytest.approx(normal_s / 2, rel=0.15)
     assert fast[-1]["end"] == pytest.approx(normal[-1]["end"] / 2, rel=0.15)

@@ -30,8 +30,10 @@ def family(tmp_path_factory) -> KokoroFamily:
     return KokoroFamily("kokoro", KokoroSettings(cache_dir=cache, workers=3))
 
 
-def item(text_or_segment, voice="jf_alpha", speed=1.0, seed=None, language=None, index=-1):
-    request = SpeechRequest("kokoro", "x", voice, speed=speed, seed=seed, language=language)
+def item(text_or_segment, voice="jf_alpha", speed=1.0, seed=None, language=None, index=-1,
+         streamed=True):
+    request = SpeechRequest("kokoro", "x", voice, speed=speed, seed=seed, language=language,
+                            streamed=streamed)
     state = RequestState(request, seed or 0, 24000, lambda chunk, error: None)
     if isinstance(text_or_segment, str):
         text_or_segment = parse_plain(text_or_segment)
@@ -160,12 +162,15 @@ def test_a_segment_late_whole_is_cut_where_its_head_ends_in_time(family, monkeyp
         assert again.rest.token_ids.size < rest.token_ids.size - head_tokens
 
 
-@pytest.mark.parametrize(("seed", "slack_s"), [(None, 60.0), (None, 0.3), (7, 1.0)])
-def test_no_cut_on_time_when_late_anyway_or_seeded(family, monkeypatch, seed, slack_s):
+@pytest.mark.parametrize(("seed", "slack_s", "streamed"), [
+    (None, 60.0, True), (None, 0.3, True), (7, 1.0, True), (None, 1.0, False)])
+def test_no_cut_on_time_late_anyway_seeded_or_whole(family, monkeypatch, seed, slack_s,
+                                                    streamed):
     monkeypatch.setattr(family, "pace", RunPace(start=0.02))
     _, acoustic = family.stages()
     [segment] = family.frontend.segments(LONG, "en-us", 300, None)
-    out = _acoustic_run(acoustic, item(segment, seed=seed, index=0), slack_s)
+    out = _acoustic_run(acoustic, item(segment, seed=seed, index=0, streamed=streamed),
+                        slack_s)
     assert isinstance(out, Audio)
     assert out.samples.size / 24000 > 5.0  # the whole sentence
 

@@ -364,6 +364,7 @@ async def synthesize(
         request = SpeechRequest(
             model, text, voice, speed=args.speed, seed=args.seed,
             language=getattr(args, "language", None),
+            streamed=output.streaming,  # a whole file needs no audio early
         )
         t0 = time.perf_counter()
         stream = engine.submit(request)

@@ -80,6 +80,9 @@ class SpeechRequest:
         language: BCP-47-ish tag of the text ("en", "ja-JP"); None = the family decides.
         timestamps: True to get each word's start and end (`AudioChunk.words`); only for a
             family that can time words (`ModelFamily.word_timestamps`).
+        streamed: True when the listener gets the audio as it is made (a streamed response);
+            False when it gets the whole file at the end, so no segment's audio is needed
+            before the last one's (a stage need not spend compute to make it early).
     """
 
     model: str
@@ -90,6 +93,7 @@ class SpeechRequest:
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     language: str | None = None
     timestamps: bool = False
+    streamed: bool = True
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,7 @@ class RequestState:
                 speed=request.speed,
                 arrival=self.arrival,
                 timestamps=request.timestamps,
+                streamed=request.streamed,
             )
         return self._info
 

@@ -81,15 +81,17 @@ class CancellingStreamingResponse(StreamingResponse):
                 return
 
 
-def to_engine_request(body: SpeechBody, request_id: str | None = None) -> SpeechRequest:
+def to_engine_request(body: SpeechBody, request_id: str | None = None,
+                      streamed: bool = True) -> SpeechRequest:
     """The engine request for `body`, whose id is `request_id` (the HTTP request's
-    ``X-Request-Id``) when given, else a new one. Its fields are checked by the engine
+    ``X-Request-Id``) when given, else a new one; `streamed` says whether its response is
+    streamed (`SpeechRequest.streamed`). Its fields are checked by the engine
     (`Engine.prepare`, `voxflow.engine.checks`), as for every other entry point."""
-    extra = {"request_id": request_id} if request_id else {}
-    return SpeechRequest(
+    speech = SpeechRequest(
         body.model, body.input, body.voice_id, body.speed, body.seed, language=body.language,
-        timestamps=body.timestamps, **extra,
+        timestamps=body.timestamps, streamed=streamed,
     )
+    return replace(speech, request_id=request_id) if request_id else speech
 
 
 async def _first_chunk(stream: SpeechStream) -> AudioChunk:
@@ -232,7 +234,7 @@ def submit_speech(body: SpeechBody, request: Request, engine: Engine, streams: b
     if access is not None:
         access.model, access.voice, access.chars = body.model, body.voice_id, len(body.input)
         access.fmt, access.stream = body.response_format, streams
-    speech = to_engine_request(body, getattr(request.state, "request_id", None))
+    speech = to_engine_request(body, getattr(request.state, "request_id", None), streams)
     if timestamps:
         speech = replace(speech, timestamps=True)
     stream = engine.submit(speech)  # resolves model and voice aliases

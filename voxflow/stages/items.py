@@ -40,6 +40,9 @@ class RequestInfo:
         arrival: the engine's admission order (ties in scheduling).
         timestamps: True when the client asked for word timestamps: the family's stages
             attach each segment's `voxflow.stages.outputs.WordTiming`s to its output.
+        streamed: False when the response is one whole file (`SpeechRequest.streamed`): no
+            audio is needed before the last segment's, so no compute is spent to make the
+            first early (Kokoro's deadline cuts skip it).
     """
 
     request_id: str
@@ -51,6 +54,7 @@ class RequestInfo:
     speed: float = 1.0
     arrival: int = 0
     timestamps: bool = False
+    streamed: bool = True
 
 
 @dataclass(frozen=True)

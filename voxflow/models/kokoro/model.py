@@ -185,7 +185,9 @@ class KokoroAcousticStage(Stage):
         (`KokoroSettings.deadline_cuts`, `pieces`)."""
         s = self._family.settings
         segment: TokenSegment = item.payload
-        if not s.deadline_cuts or item.request.seeded or not math.isfinite(slack_s):
+        request = item.request
+        if (not s.deadline_cuts or request.seeded or not request.streamed
+                or not math.isfinite(slack_s)):
             return segment, None
         pace = self._family.pace
         budget = slack_s - CUT_MARGIN_S

@@ -75,8 +75,9 @@ class KokoroSettings(BaseModel):
         "the audio already sent): the largest head that ends in time is rendered now, at a "
         "space of its phonemes, the rest queued as the segment's next part and sized again "
         "when it runs. The prediction is the measured pace per number of runs in progress. "
-        "Never for a seeded request (its bytes must not depend on the load), nor where even "
-        "`min_cut_tokens` would be late (the whole segment is then cheapest).",
+        "Never for a seeded request (its bytes must not depend on the load), nor for a whole "
+        "(non-streamed) response, nor where even `min_cut_tokens` would be late (the whole "
+        "segment is then cheapest).",
     )
     min_cut_tokens: int = Field(
         12, ge=1, le=500,
