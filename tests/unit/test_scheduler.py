@@ -6,7 +6,7 @@ import pytest
 from fakes import KeyedStage, PickyStage, job, make_state
 
 from voxflow.engine.metrics import EngineMetrics
-from voxflow.engine.scheduler import Job, StageQueue
+from voxflow.engine.scheduler import Job, StageQueue, stage_batch
 from voxflow.engine.worker import run_safely, run_stage_batch
 from voxflow.errors import InvalidRequestError, SynthesisError
 from voxflow.stages.outputs import Segments
@@ -490,3 +490,19 @@ def test_a_chunk_sent_after_the_audio_before_it_played_out_is_an_underrun():
     assert [(s, p) for s, p, _ in state.underruns] == [(2, 0)]
     assert state.underrun_s == pytest.approx(0.15, abs=0.05)
     assert len(sink.chunks) == 3 and sink.chunks[-1].is_last
+
+
+class _CountingStage(KeyedStage):
+    counts_waiting = True
+
+
+@pytest.mark.parametrize(("stage", "expected"), [(KeyedStage(), 0), (_CountingStage(), 2)])
+def test_a_batch_counts_the_other_requests_queued_only_where_its_stage_asks(stage, expected):
+    running, other, another = (make_state()[0] for _ in range(3))
+    queue = StageQueue("fake", stage, EngineMetrics())
+    for state, segment in ((other, 0), (another, 0), (another, 1), (running, 1)):
+        queue.put(job(state, segment, "ab"))  # the batch's own later segment is not counted
+    other.cancel()
+    queue.put(job(make_state()[0], 0, "ab"))  # a fourth request, live
+    batch = stage_batch([job(running, 0, "ab")], stage, queue=queue)
+    assert batch.waiting == expected

@@ -97,12 +97,14 @@ def _priority(job: Job, seq: int, now: float) -> tuple[int, float, int, int, int
 def stage_batch(jobs: list[Job], stage: Stage, isolated: bool = False,
                 queue: StageQueue | None = None, **kwargs: Any) -> StageBatch:
     """The `StageBatch` a stage runs for `jobs` (their items, the head's batch key, each item's
-    slack until its listener would wait: `RequestState.slack`, and with `queue`, the stage's
-    own, how many other requests wait in it: `StageQueue.waiting_requests`)."""
+    slack until its listener would wait: `RequestState.slack`, and for a stage with
+    `Stage.counts_waiting`, how many other requests wait in `queue`, its own:
+    `StageQueue.waiting_requests`)."""
     items = [job.item for job in jobs]
     now = time.perf_counter()
     slack = tuple(job.state.slack(job.segment, now) for job in jobs)
-    waiting = 0 if queue is None else queue.waiting_requests({job.state.id for job in jobs})
+    waiting = (queue.waiting_requests({job.state.id for job in jobs})
+               if queue is not None and stage.counts_waiting else 0)
     return StageBatch.of(items, key=stage.batch_key(items[0]), isolated=isolated,
                          slack_s=slack, formed_at=now, waiting=waiting, **kwargs)
 

@@ -73,9 +73,7 @@ def route(stage: Stage, job: Job, out: object, downstream: StageQueue | None,
     elif isinstance(out, Segments):
         fan_out(stage, job, out, downstream)
     elif isinstance(out, Audio):
-        item = job.item
-        words = out.words if out.words is not None else item.words
-        state.deliver(item.segment, out.samples, item.part, item.final, words)
+        deliver(job, out, job.item.final)
     elif isinstance(out, Continued):
         continue_segment(stage, job, out, own)
     elif downstream is None:
@@ -97,11 +95,18 @@ def continue_segment(stage: Stage, job: Job, out: Continued, own: StageQueue | N
     if own is None:
         state.fail(as_request_error(stage, TypeError("Continued needs the stage's own queue")))
         return
-    words = out.audio.words if out.audio.words is not None else item.words
     # queued first: delivering may end the wait of a held later segment (rule 6), which must
     # not run before this rest
     own.put(job.derive(out.rest, part=item.part + 1, final=item.final))
-    state.deliver(item.segment, out.audio.samples, item.part, False, words)
+    deliver(job, out.audio, final=False)
+
+
+def deliver(job: Job, audio: Audio, final: bool) -> None:
+    """Hand `audio` to the request as the item's part (`final`: the segment's last), with its
+    words, else the item's."""
+    item = job.item
+    words = audio.words if audio.words is not None else item.words
+    job.state.deliver(item.segment, audio.samples, item.part, final, words)
 
 
 def fan_out(stage: Stage, job: Job, plan: Segments, downstream: StageQueue | None) -> None:

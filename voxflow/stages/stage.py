@@ -41,6 +41,9 @@ class Stage(ABC):
         in_order: True when a request's items must run one at a time, in order (state).
         serial_segments: True when a request's later segment should wait for its earlier
             ones to be delivered, unless it is due (`voxflow.engine.scheduler`, rule 6).
+        counts_waiting: True when its batches should carry `StageBatch.waiting` (the other
+            requests queued at the stage); counting walks the queue under its lock, so only
+            a stage that reads it asks.
     Instance attributes:
         max_batch_size: most items in one `run` call (1 = no batching).
         max_batch_cost: cap on padded cost, ``len(batch) * max(cost)``; None = no cap.
@@ -57,6 +60,7 @@ class Stage(ABC):
     fans_out: ClassVar[bool] = False
     in_order: ClassVar[bool] = False
     serial_segments: ClassVar[bool] = False
+    counts_waiting: ClassVar[bool] = False
 
     def __init__(
         self, max_batch_size: int = 1, max_batch_cost: int | None = None, workers: int = 1,

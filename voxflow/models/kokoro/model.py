@@ -117,6 +117,7 @@ class KokoroAcousticStage(Stage):
 
     name = "acoustic"
     serial_segments = True  # a lone request's segments one at a time, each solo
+    counts_waiting = True  # deadline cuts size a run by the streams queued beside it
 
     def __init__(self, family: KokoroFamily):
         super().__init__(max_batch_size=1, workers=family.settings.workers)
@@ -156,16 +157,18 @@ class KokoroAcousticStage(Stage):
         runs = CPU_RUNS.running + 1
         runs = max(runs, min(runs + waiting, self.workers))
         head, rest = self._cut(item, slack_s, runs)
+        tokens = int(head.token_ids.size)
+        predicted = family.pace.seconds(tokens, runs)
         with CPU_RUNS.run():  # counted, so a Piper run beside it takes no solo session
             started = time.perf_counter()
             rendered = run_graph(family.graph.session, head.token_ids,
                                  family.voice_models[item.request.voice].table, native)
             took = time.perf_counter() - started
-            family.pace.observe(int(head.token_ids.size), took, runs)
+            family.pace.observe(tokens, took, runs)
         log.debug("request %s segment %d part %d: %d of %d tokens, slack %.3f s, %d runs, "
                   "predicted %.3f s, took %.3f s", item.request.request_id, item.segment,
-                  item.part, head.token_ids.size, item.payload.token_ids.size, slack_s, runs,
-                  family.pace.seconds(int(head.token_ids.size), runs), took)
+                  item.part, tokens, item.payload.token_ids.size, slack_s, runs, predicted,
+                  took)
         # Kept silence at the native rate, so after the stretch the pauses follow the speed;
         # a segment that ends inside its sentence keeps a comma's pause, not a full stop's.
         pause = s.cut_pause_s if head.cut else s.segment_pause_s

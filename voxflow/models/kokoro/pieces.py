@@ -18,10 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from voxflow.models.kokoro.frontend import TokenSegment
-
-_MARKS = ("!.?…", ":;", ",—")
-
+from voxflow.models.kokoro.frontend import CUT_CLASSES, TokenSegment, has_sound
 
 
 def cut_index(phonemes: str, most: int, least: int, reach: int | None = None) -> int | None:
@@ -48,10 +45,10 @@ def cut_index(phonemes: str, most: int, least: int, reach: int | None = None) ->
     spaces = [i for i, c in enumerate(phonemes) if c == " "]
     cuts = [i for i in spaces
             if len(phonemes[:i].rstrip()) >= least and len(phonemes[i:].strip()) >= least
-            and _speaks(phonemes[:i]) and _speaks(phonemes[i:])]
+            and has_sound(phonemes[:i]) and has_sound(phonemes[i:])]
     fits = [i for i in cuts if len(phonemes[:i].rstrip()) <= most]
     largest = len(phonemes[:fits[-1]].rstrip()) if fits else most
-    for marks in _MARKS:
+    for marks in CUT_CLASSES:
         marked = [i for i in cuts if len(phonemes[:i].rstrip()) <= reach
                   and phonemes[:i].rstrip()[-1:] in marks]
         if marked and 2 * len(phonemes[:marked[-1]].rstrip()) >= largest:
@@ -110,7 +107,3 @@ def _tail_ranges(ranges: tuple[Any, ...], start: int) -> tuple[Any, ...]:
     return tuple(replace(r, id_start=r.id_start - start,
                          id_end=r.id_end - start)
                  for r in ranges if r.id_start > start)
-
-
-def _speaks(phonemes: str) -> bool:
-    return any(c.isalpha() for c in phonemes)

@@ -34,8 +34,9 @@ from voxflow.models.words import PlacedWord, SpokenWord, spoken_words
 from voxflow.text.segment import segment_pieces
 
 LANGUAGES = ("en-us", "en-gb", "ja")
-# Cut preferences inside an over-long phoneme string, as in hexgrad's pipeline.
-_CUT_CLASSES = ("!.?…", ":;", ",—")
+CUT_CLASSES = ("!.?…", ":;", ",—")
+"""Cut preferences inside a phoneme string, best first, as in hexgrad's pipeline: after a
+sentence mark, then ``: ;``, then ``, —`` (a deadline cut prefers them too: `pieces`)."""
 # espeak glues a clock time's parts with ":" ("sˈɪks:fˈɔɹTi"): Kokoro would pause there.
 _GLUED_COLON = re.compile(r"(?<=[^\s\d]):(?=[^\s\d])")
 
@@ -80,7 +81,7 @@ def token_positions(phonemes: Sequence[str]) -> list[int]:
 def split_phonemes(phonemes: str, limit: int = MAX_TOKENS) -> list[str]:
     """Cut a phoneme string into pieces of at most `limit` characters.
 
-    Each cut is after the last character of the first class in `_CUT_CLASSES` found in the
+    Each cut is after the last character of the first class in `CUT_CLASSES` found in the
     first `limit` characters (followed by a space or the end), else at the last space, else at
     `limit`. Pieces are stripped; only the spaces at cuts are lost.
     """
@@ -89,7 +90,7 @@ def split_phonemes(phonemes: str, limit: int = MAX_TOKENS) -> list[str]:
     while len(rest) > limit:
         head = rest[: limit + 1]  # the character after the window tells whether a cut is clean
         cut = None
-        for marks in _CUT_CLASSES:
+        for marks in CUT_CLASSES:
             found = [i + 1 for i, c in enumerate(head[:limit]) if c in marks]
             found = [i for i in found if i == len(rest) or rest[i] == " "]
             if found:
@@ -156,9 +157,9 @@ class KokoroFrontend:
             last = len(pieces) - 1
             for k, (phonemes, words) in enumerate(zip(pieces, spoken, strict=True)):
                 ids = np.fromiter((self.vocab[c] for c in phonemes), np.int64, len(phonemes))
-                if _has_sound(phonemes):
+                if has_sound(phonemes):
                     # a piece cut again ends inside the sentence unless cut at its end
-                    ends = phonemes.endswith(tuple(_CUT_CLASSES[0]))
+                    ends = phonemes.endswith(tuple(CUT_CLASSES[0]))
                     out.append(TokenSegment(piece, language, phonemes, ids, words,
                                             cut=cut if k == last else not ends))
         return out
@@ -183,11 +184,12 @@ class KokoroFrontend:
             spoken: tuple[SpokenWord, ...] = ()
             if words_run is not None:
                 spoken = (SpokenWord((words_run, 0), text, 1, len(phonemes) + 1),)
-            if _has_sound(phonemes):
+            if has_sound(phonemes):
                 out.append(TokenSegment(text, language, phonemes, ids, spoken))
         return out
 
 
-def _has_sound(phonemes: str) -> bool:
-    """False for a piece of only punctuation and spaces (Kokoro would say nothing)."""
+def has_sound(phonemes: str) -> bool:
+    """False for a piece of only punctuation and spaces (Kokoro would say nothing): a piece
+    the front end drops, and a side a deadline cut may not leave (`pieces`)."""
     return any(c.isalpha() for c in phonemes)
