@@ -45,15 +45,28 @@ def speak_all(url: str, texts: list[str], folder: Path, concurrency: int = 4) ->
     return folder
 
 
+CLIPS = 8
+"""Lines of sentences.txt spoken for these tests (the time "6:45" among them): the whole file's
+word error rate is tests/integration/test_quality.py's."""
+
+
 @pytest.fixture(scope="module")
 def sentences() -> list[str]:
-    return Case.from_file(data_file("sentences.txt")).texts
+    return list(Case.from_file(data_file("sentences.txt")).texts[:CLIPS])
+
+
+@pytest.fixture(scope="module")
+def sentences_file(sentences, tmp_path_factory) -> Path:
+    """The lines spoken, one per line, as `voxflow eval wer --sentences` reads them."""
+    path = tmp_path_factory.mktemp("texts") / "sentences.txt"
+    path.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    return path
 
 
 @pytest.fixture(scope="module")
 def joe_clips(joe_server, sentences, tmp_path_factory) -> Path:
-    """Every line of sentences.txt spoken by joe, as 000.wav .. 029.wav."""
-    return speak_all(joe_server.url, list(sentences), tmp_path_factory.mktemp("joe"))
+    """The first CLIPS lines of sentences.txt spoken by joe, as 000.wav .. 007.wav."""
+    return speak_all(joe_server.url, sentences, tmp_path_factory.mktemp("joe"))
 
 
 @pytest.fixture
@@ -61,14 +74,14 @@ def reuse_whisper(monkeypatch, transcribe):
     monkeypatch.setattr("voxflow.eval.asr.WhisperTranscriber", lambda cpu_threads=2: transcribe)
 
 
-def test_eval_wer_on_voxflow_audio(joe_clips, reuse_whisper, tmp_path, capsys):
+def test_eval_wer_on_voxflow_audio(joe_clips, sentences_file, reuse_whisper, tmp_path, capsys):
     out = tmp_path / "wer.json"
     assert main(["eval", "wer", "--audio-dir", str(joe_clips),
-                 "--sentences", str(data_file("sentences.txt")), "--out", str(out)]) == 0
+                 "--sentences", str(sentences_file), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     record = json.loads(out.read_text())
     print(printed)
-    assert len(record["clips"]) == 30
+    assert len(record["clips"]) == CLIPS
     assert record["wer"] <= 0.05
     assert f"overall word error rate {record['wer']:.4f}" in printed
     # The normalizer makes "6:45" and "six forty five" the same words.
@@ -76,14 +89,15 @@ def test_eval_wer_on_voxflow_audio(joe_clips, reuse_whisper, tmp_path, capsys):
     assert "six forty five" in bakery["reference"]
 
 
-def test_eval_wer_on_the_wrong_text_is_high(joe_clips, reuse_whisper, tmp_path, capsys):
+def test_eval_wer_on_the_wrong_text_is_high(joe_clips, sentences_file, reuse_whisper, tmp_path,
+                                            capsys):
     swapped = tmp_path / "swapped"
     swapped.mkdir()
     shutil.copy(joe_clips / "000.wav", swapped / "001.wav")
     shutil.copy(joe_clips / "001.wav", swapped / "000.wav")
     out = tmp_path / "wer.json"
     assert main(["eval", "wer", "--audio-dir", str(swapped),
-                 "--sentences", str(data_file("sentences.txt")), "--out", str(out)]) == 0
+                 "--sentences", str(sentences_file), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["wer"] > 0.6
 
 

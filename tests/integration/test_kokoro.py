@@ -49,13 +49,15 @@ def pcm(response: httpx.Response) -> np.ndarray:
 
 
 def test_english_word_error_rate_per_voice(multi_server, transcribe):
-    # Each of the 30 sentences is spoken once, the voices taking turns (jf_alpha the even
-    # ones, jm_kumo the odd): both voices over all 30 took 310 s of this suite's 800 (391 s of
-    # audio at Kokoro's 3 audio-s/s); `voxflow eval` measures every sentence in every voice.
+    # Every other of the 30 sentences (times, dates and a decimal among them) is spoken once,
+    # the voices taking turns: all 30 took 137 s of this suite's 911 on a 2-core host (~195 s of
+    # audio at Kokoro's ~2 audio-s/s under configs/multi.yaml's memory budget); `voxflow eval`
+    # measures every sentence in every voice.
     lines = data_file("sentences.txt").read_text().splitlines()
     sentences = [s.strip() for s in lines if s.strip()]
     assert len(sentences) == 30
-    jobs = [(WER_VOICES[i % len(WER_VOICES)], s) for i, s in enumerate(sentences)]
+    jobs = [(WER_VOICES[i % len(WER_VOICES)], s) for i, s in enumerate(sentences[::2])]
+    assert len(jobs) == 15
     started = time.perf_counter()
     # Four at a time keeps both acoustic workers busy while the front end runs ahead.
     with ThreadPoolExecutor(4) as pool:

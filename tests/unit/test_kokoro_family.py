@@ -167,12 +167,23 @@ def test_a_segment_late_whole_is_cut_where_its_head_ends_in_time(family, monkeyp
 def test_no_cut_on_time_late_anyway_seeded_or_whole(family, monkeypatch, seed, slack_s,
                                                     streamed):
     monkeypatch.setattr(family, "pace", RunPace(start=0.02))
+    rendered = []
+
+    def first_tokens_only(session, token_ids, table, speed):
+        # records what the stage asked for, renders a few tokens of it (each case would
+        # otherwise render a 5 s sentence: the cut test above renders real pieces)
+        rendered.append(token_ids.size)
+        return run_graph(session, token_ids[:4], table, speed)
+
+    monkeypatch.setattr("voxflow.models.kokoro.model.run_graph", first_tokens_only)
     _, acoustic = family.stages()
     [segment] = family.frontend.segments(LONG, "en-us", 300, None)
+    before = acoustic.events()["deadline_cut"]
     out = _acoustic_run(acoustic, item(segment, seed=seed, index=0, streamed=streamed),
                         slack_s)
     assert isinstance(out, Audio)
-    assert out.samples.size / 24000 > 5.0  # the whole sentence
+    assert rendered == [segment.token_ids.size]  # the whole sentence, in one run
+    assert acoustic.events()["deadline_cut"] == before
 
 
 def test_engine_refuses_a_language_the_voice_does_not_speak(monkeypatch):

@@ -57,7 +57,8 @@ def test_runs_that_fit_together_start_together_and_a_third_waits_for_room():
     b = _start(gate, 40 * MIB, log, "b", second)
     _wait_for(lambda: "start b" in log)
     assert gate.reserved == 100 * MIB and gate.waits == 0
-    c = _start(gate, 10 * MIB, log, "c", threading.Event())
+    third = threading.Event()
+    c = _start(gate, 10 * MIB, log, "c", third)
     time.sleep(0.1)
     assert "start c" not in log and gate.waits == 1  # 110 MiB would not fit
     first.set()
@@ -65,6 +66,7 @@ def test_runs_that_fit_together_start_together_and_a_third_waits_for_room():
     _wait_for(lambda: "start c" in log)
     assert log.index("end a") < log.index("start c")
     second.set()
+    third.set()
     b.join(5)
     c.join(6)
     assert gate.reserved == 0 and gate.wait_seconds > 0.05
@@ -78,13 +80,15 @@ def test_waiters_start_in_arrival_order_so_a_large_run_is_not_starved():
     big_go = threading.Event()
     big = _start(gate, 90 * MIB, log, "big", big_go)
     _wait_for(lambda: gate.waits == 1)
-    small = _start(gate, 10 * MIB, log, "small1", threading.Event())
+    small_go = threading.Event()
+    small = _start(gate, 10 * MIB, log, "small1", small_go)
     time.sleep(0.1)
     # small1 would fit beside small0 (60 MiB) but arrived after big, which waits for room
     assert "start small1" not in log and "start big" not in log
     hold.set()
     _wait_for(lambda: "start big" in log)
     big_go.set()
+    small_go.set()
     big.join(5)
     small.join(6)
     assert log.index("start big") < log.index("start small1")
@@ -115,12 +119,15 @@ def test_raising_the_capacity_admits_a_waiter():
     hold = threading.Event()
     _start(gate, 40 * MIB, log, "a", hold)
     _wait_for(lambda: "start a" in log)
-    b = _start(gate, 40 * MIB, log, "b", threading.Event())
+    b_go = threading.Event()
+    b = _start(gate, 40 * MIB, log, "b", b_go)
     _wait_for(lambda: gate.waits == 1)
     gate.set_capacity(100 * MIB)
     _wait_for(lambda: "start b" in log)
     hold.set()
+    b_go.set()
     b.join(6)
+    assert log[-1] == "end b"
 
 
 def test_a_run_that_shrinks_its_reservation_admits_a_waiter_that_now_fits():
@@ -139,13 +146,15 @@ def test_a_run_that_shrinks_its_reservation_admits_a_waiter_that_now_fits():
     a = threading.Thread(target=run, daemon=True)
     a.start()
     _wait_for(lambda: gate.reserved == 80 * MIB)
-    b = _start(gate, 50 * MIB, log, "b", threading.Event())
+    b_go = threading.Event()
+    b = _start(gate, 50 * MIB, log, "b", b_go)
     _wait_for(lambda: gate.waits == 1)
     assert "start b" not in log  # 130 MiB would not fit
     shrunk.set()
     _wait_for(lambda: "start b" in log)  # 80 MiB does
     assert log.index("shrunk") < log.index("start b")
     done.set()
+    b_go.set()
     a.join(5)
     b.join(6)
     assert gate.reserved == 0  # each hold returned what it held at its end
