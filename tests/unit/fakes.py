@@ -136,10 +136,12 @@ class Recorder:
 
 
 def make_state(
-    voice: str = "alice", seed: int | None = None, speed: float = 1.0, text: str = "x"
+    voice: str = "alice", seed: int | None = None, speed: float = 1.0, text: str = "x",
+    streamed: bool = True,
 ) -> tuple[RequestState, Recorder]:
-    """A fresh request state (arrival order = creation order) and its recording sink."""
-    request = SpeechRequest("fake", text, voice, speed=speed, seed=seed)
+    """A fresh request state (arrival order = creation order) and its recording sink;
+    `streamed` False: a whole-file response."""
+    request = SpeechRequest("fake", text, voice, speed=speed, seed=seed, streamed=streamed)
     sink = Recorder()
     return RequestState(request, seed if seed is not None else 0, 8000, sink), sink
 

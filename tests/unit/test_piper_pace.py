@@ -56,9 +56,10 @@ def _family(tiny_voice_dir, **options):
 IDS = np.asarray([1, 0, 20, 0, 31, 0, 7, 0, 12, 0, 20, 0, 31, 0, 2], np.int64)
 
 
-def _busy_run(family, slack_s: float | None, seed: int | None = None, segment: int = 0):
+def _busy_run(family, slack_s: float | None, seed: int | None = None, segment: int = 0,
+              streamed: bool = True):
     stage = PiperAcousticStage(family)
-    state, _ = make_state(voice="tiny", seed=seed)
+    state, _ = make_state(voice="tiny", seed=seed, streamed=streamed)
     item = stage_item(state, segment, PhonemeSegment("x", IDS))
     slack = () if slack_s is None else (slack_s,)
     batch = StageBatch.of([item], key=stage.batch_key(item), slack_s=slack)
@@ -104,3 +105,15 @@ def test_a_seeded_continuation_never_streams_early_its_windows_would_change(tiny
     assert isinstance(out, Next) and early == 0
     out, early = _busy_run(family, slack_s=20.0, seed=3, segment=0)  # same windows either way
     assert isinstance(out, StreamedParts) and early == 1
+
+
+def test_a_whole_response_never_streams_early_and_a_seeded_one_keeps_its_bytes(tiny_voice_dir):
+    family = _family(tiny_voice_dir)
+    family.pace = DecodePace(start=1.0)  # whole decode late, first window on time (above)
+    out, early = _busy_run(family, slack_s=20.0, streamed=False)
+    assert isinstance(out, Next) and early == 0  # unseeded whole file: nothing to hurry
+    out, early = _busy_run(family, slack_s=20.0, seed=3, streamed=False)
+    assert isinstance(out, Next) and early == 0  # in line, with the windows it would stream
+    streamed, early = _busy_run(family, slack_s=20.0, seed=3)
+    assert isinstance(streamed, StreamedParts) and early == 1
+    assert np.concatenate(list(streamed.produce())).tobytes() == out.payload.tobytes()

@@ -124,3 +124,26 @@ def test_a_long_request_whose_segments_go_in_line_and_as_parts_completes(tiny_vo
         chunks = asyncio.run(main())
         assert chunks[-1].is_last and sum(c.is_last for c in chunks) == 1
         assert {c.index for c in chunks} >= set(range(12))
+
+
+def test_a_whole_unseeded_response_alone_gets_the_fewest_windows_no_small_first(tiny_voice_dir):
+    from fakes import make_state, run_stage, stage_item
+
+    from voxflow.models.piper.frontend import PhonemeSegment
+
+    settings = _settings(tiny_voice_dir)
+    family = PiperFamily("piper", settings.models[0].options)
+    stage = PiperAcousticStage(family)
+    ids = np.asarray([1, 0, 20, 0, 31, 0, 7, 0, 12, 0, 2], np.int64)
+
+    def kept(streamed: bool, seed: int | None) -> list[int]:
+        state, _ = make_state(voice="tiny", seed=seed, streamed=streamed)
+        windows = run_stage(stage, [stage_item(state, 0, PhonemeSegment("x", ids))])[0]
+        return [w.keep[1] - w.keep[0] for w in windows]
+
+    streamed, whole, seeded_whole = kept(True, None), kept(False, None), kept(False, 5)
+    assert streamed[0] == 4 and sum(streamed) == sum(whole)
+    frames = sum(whole)
+    assert whole == [e - s for _, s, e, _ in stage._plan.windows(frames)]  # no small first
+    assert len(whole) < len(streamed) and all(k > 4 for k in whole)
+    assert seeded_whole == kept(True, 5)  # a seeded request's windows never depend on it

@@ -42,7 +42,8 @@ class RequestInfo:
             attach each segment's `voxflow.stages.outputs.WordTiming`s to its output.
         streamed: False when the response is one whole file (`SpeechRequest.streamed`): no
             audio is needed before the last segment's, so no compute is spent to make the
-            first early (Kokoro's deadline cuts skip it).
+            first early (Kokoro's deadline cuts and Piper's small and early first windows
+            skip it, where the request is unseeded).
     """
 
     request_id: str

@@ -245,14 +245,20 @@ class PiperAcousticStage(Stage):
         # its first window alone would not streams that window ahead (`pace.EarlyWindow`).
         # A seeded request's windows must not depend on the load: only its first segment,
         # whose windows always start small, may stream them early.
+        # A whole (non-streamed) unseeded response needs no audio before its last: no small
+        # first window, no early one, only the fewest windows (each seam recomputes context).
+        # A seeded one keeps the windows it would have streamed: same bytes either way.
+        hurry = item.request.streamed or item.request.seeded
         stream = item.speed == native and graph.frames is not None
-        if stream and self.bulk_workers and not alone and item.segment == 0 and slack_s > 0:
+        if (stream and hurry and self.bulk_workers and not alone and item.segment == 0
+                and slack_s > 0):
             return Parts(self._loaded_windows(values, frames, item),
                          self._words(voice, encoded, b, item, native))
-        early = (stream and not alone and (item.segment == 0 or not item.request.seeded)
+        early = (stream and item.request.streamed and not alone
+                 and (item.segment == 0 or not item.request.seeded)
                  and self._early.worth_it(slack_s, frames, self._family.pace))
-        small_first = stream and ((item.segment == 0 and (alone or item.request.seeded))
-                                  or early)
+        small_first = stream and hurry and ((item.segment == 0 and (alone or item.request.seeded))
+                                            or early)
         windows = self._plan.windows(frames, first=small_first)
         cut = [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
         words = self._words(voice, encoded, b, item, native)
