@@ -127,7 +127,7 @@ def test_raising_the_capacity_admits_a_waiter():
     hold.set()
     b_go.set()
     b.join(6)
-    assert log[-1] == "end b"
+    assert "end b" in log  # b ran to its end (a may end before or after it)
 
 
 def test_a_run_that_shrinks_its_reservation_admits_a_waiter_that_now_fits():

@@ -107,13 +107,19 @@ def test_a_seeded_continuation_never_streams_early_its_windows_would_change(tiny
     assert isinstance(out, StreamedParts) and early == 1
 
 
-def test_a_whole_response_never_streams_early_and_a_seeded_one_keeps_its_bytes(tiny_voice_dir):
+def test_a_whole_response_never_streams_early_and_a_seeded_one_keeps_its_bytes(tiny_voice_dir,
+                                                                               caplog):
     family = _family(tiny_voice_dir)
     family.pace = DecodePace(start=1.0)  # whole decode late, first window on time (above)
+    caplog.set_level("DEBUG", logger="voxflow.models.piper.model")
     out, early = _busy_run(family, slack_s=20.0, streamed=False)
     assert isinstance(out, Next) and early == 0  # unseeded whole file: nothing to hurry
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "segment 0: 41 frames, slack 20.000 s, in line, decoded in" in line
     out, early = _busy_run(family, slack_s=20.0, seed=3, streamed=False)
     assert isinstance(out, Next) and early == 0  # in line, with the windows it would stream
     streamed, early = _busy_run(family, slack_s=20.0, seed=3)
     assert isinstance(streamed, StreamedParts) and early == 1
+    assert caplog.records[-1].getMessage().endswith("segment 0: 41 frames, slack 20.000 s, "
+                                                    f"early, {streamed.count} windows")
     assert np.concatenate(list(streamed.produce())).tobytes() == out.payload.tobytes()

@@ -476,6 +476,8 @@ class Engine:
         audio_s = state.audio_samples / state.sample_rate
         if state.first_audio_at is not None:
             self.metrics.ttfa.labels(model).observe(state.first_audio_at - state.submitted_at)
+            log.debug("request %s: first audio after %.3f s", state.id,
+                      state.first_audio_at - state.submitted_at)
         self.metrics.audio_seconds.labels(model).inc(audio_s)
         if state.underruns:
             self.metrics.underruns.labels(model).inc(len(state.underruns))

@@ -252,6 +252,7 @@ class PiperAcousticStage(Stage):
         stream = item.speed == native and graph.frames is not None
         if (stream and hurry and self.bulk_workers and not alone and item.segment == 0
                 and slack_s > 0):
+            _trace(item, frames, slack_s, "lanes")
             return Parts(self._loaded_windows(values, frames, item),
                          self._words(voice, encoded, b, item, native))
         early = (stream and item.request.streamed and not alone
@@ -263,15 +264,19 @@ class PiperAcousticStage(Stage):
         cut = [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
         words = self._words(voice, encoded, b, item, native)
         if stream and alone:
+            _trace(item, frames, slack_s, f"alone, {len(cut)} windows")
             return Parts(cut, words)
         if early:  # decoded in line by this worker, each window passed on as it is done
+            _trace(item, frames, slack_s, f"early, {len(cut)} windows")
             self._family.pace.note_early()
             hop = voice.config.hop_length
             return StreamedParts(len(cut), lambda: self._decode_each(graph, cut, hop), words)
         started = time.perf_counter()
         wave = decode_in_line(graph, values, frames, cut, voice.config.hop_length)
+        took = time.perf_counter() - started
         if stream and current_lane() != BULK:
-            self._family.pace.observe(decoded_frames(cut), time.perf_counter() - started)
+            self._family.pace.observe(decoded_frames(cut), took)
+        _trace(item, frames, slack_s, f"in line, decoded in {took:.3f} s")
         rate = voice.config.sample_rate
         # still through the decoder stage (which passes it on): an in_order stage must see
         # every segment of a request, or the next one would wait for it forever
@@ -311,6 +316,13 @@ class PiperAcousticStage(Stage):
                 wave = decode_window(graph.frames, window, hop)
                 self._family.pace.observe(decoded_frames([window]), time.perf_counter() - started)
                 yield np.clip(wave, -1.0, 1.0).astype(np.float32)
+
+
+def _trace(item: StageItem, frames: int, slack_s: float, path: str) -> None:
+    """One debug line per encoded segment: the path its decode took, for tracing the
+    scheduler's choices under load (`--set server.log_level=debug`)."""
+    log.debug("piper request %s segment %d: %d frames, slack %.3f s, %s",
+              item.request.request_id, item.segment, frames, slack_s, path)
 
 
 class PiperDecoderStage(Stage):
