@@ -264,10 +264,10 @@ class PiperAcousticStage(Stage):
         cut = [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
         words = self._words(voice, encoded, b, item, native)
         if stream and alone:
-            _trace(item, frames, slack_s, f"alone, {len(cut)} windows")
+            _trace(item, frames, slack_s, "alone, %d windows", len(cut))
             return Parts(cut, words)
         if early:  # decoded in line by this worker, each window passed on as it is done
-            _trace(item, frames, slack_s, f"early, {len(cut)} windows")
+            _trace(item, frames, slack_s, "early, %d windows", len(cut))
             self._family.pace.note_early()
             hop = voice.config.hop_length
             return StreamedParts(len(cut), lambda: self._decode_each(graph, cut, hop), words)
@@ -276,7 +276,7 @@ class PiperAcousticStage(Stage):
         took = time.perf_counter() - started
         if stream and current_lane() != BULK:
             self._family.pace.observe(decoded_frames(cut), took)
-        _trace(item, frames, slack_s, f"in line, decoded in {took:.3f} s")
+        _trace(item, frames, slack_s, "in line, decoded in %.3f s", took)
         rate = voice.config.sample_rate
         # still through the decoder stage (which passes it on): an in_order stage must see
         # every segment of a request, or the next one would wait for it forever
@@ -318,11 +318,12 @@ class PiperAcousticStage(Stage):
                 yield np.clip(wave, -1.0, 1.0).astype(np.float32)
 
 
-def _trace(item: StageItem, frames: int, slack_s: float, path: str) -> None:
-    """One debug line per encoded segment: the path its decode took, for tracing the
-    scheduler's choices under load (`--set server.log_level=debug`)."""
-    log.debug("piper request %s segment %d: %d frames, slack %.3f s, %s",
-              item.request.request_id, item.segment, frames, slack_s, path)
+def _trace(item: StageItem, frames: int, slack_s: float, path: str, *args: object) -> None:
+    """One debug line per encoded segment: the path its decode took (`path` % `args`, formatted
+    only where debug logging is on: this runs once per segment on the serving path), for
+    tracing the scheduler's choices under load (`--set server.log_level=debug`)."""
+    log.debug("piper request %s segment %d: %d frames, slack %.3f s, " + path,
+              item.request.request_id, item.segment, frames, slack_s, *args)
 
 
 class PiperDecoderStage(Stage):
