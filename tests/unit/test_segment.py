@@ -267,6 +267,37 @@ def test_first_max_chars_only_affects_first_segment():
     assert segment_text(LONG_OPENING, 50, 500) == segment_text(LONG_OPENING, 50)
 
 
+def test_first_clause_chars_ends_the_first_segment_at_a_clause_only():
+    kite = "The little red kite circled twice above the harbor before settling on the mast."
+    office = ("Our office hours are Monday through Friday, from nine in the morning until five "
+              "thirty in the evening. See you then.")
+    # the last clause boundary within 60 characters ends the first segment
+    assert segment_text(office, 300, 120, first_clause_chars=60) == [
+        "Our office hours are Monday through Friday,",
+        "from nine in the morning until five thirty in the evening.", "See you then."]
+    # no clause boundary within 60: the sentence is not cut in two (first_max_chars holds)
+    assert segment_text(kite, 300, 120, first_clause_chars=60) == [kite]
+    assert segment_text(kite, 300, 50, first_clause_chars=60) == segment_text(kite, 300, 50)
+    # a clause boundary past the clause cap does not count; a sentence within it is whole
+    assert segment_text(office, 300, 120, first_clause_chars=40)[0] == office.split(" See")[0]
+    assert segment_text("Well, hello there.", 300, 120, first_clause_chars=20) == [
+        "Well, hello there."]
+    # only the request's first sentence: the later ones keep their clauses together
+    later = "Hi. " + office
+    assert segment_text(later, 300, 120, first_clause_chars=60)[1] == office.split(" See")[0]
+    # within the first cap too: a cap of 30 cuts "Our office hours are Monday" at a space
+    assert segment_text(office, 300, 30, first_clause_chars=60) == segment_text(office, 300, 30)
+    with pytest.raises(ValueError, match="first_clause_chars"):
+        segment_text(office, 300, 120, first_clause_chars=9)
+
+
+def test_first_clause_chars_keeps_the_segment_invariants():
+    for text in (LONG_OPENING, "Wait, really? Yes, really.", "A, b, c, d, e, f, g, h, i, j."):
+        segs = segment_text(text, 40, 20, first_clause_chars=12)
+        assert _chars(segs) == _chars(normalize_text(text)) and len(segs[0]) <= 20
+        assert all(len(seg) <= 40 and has_speakable_content(seg) for seg in segs)
+
+
 @pytest.mark.parametrize(
     ("max_chars", "first_max_chars"), [(19, None), (0, None), (-5, 10), (40, 9), (40, 0)]
 )

@@ -286,6 +286,16 @@ def _split_span(paragraph: str, para: int, start: int, end: int, caps: _Caps) ->
         if start >= stop:
             return pieces
         cap = caps.next()
+        clause = caps.first_clause()
+        if clause is not None and stop - start > clause:
+            # the request's first piece: its first clause(s), if one ends within the clause
+            # cap and leaves letters or digits for the rest
+            clause_end = _clause_cut(paragraph, start, min(start + min(clause, cap), last))
+            if clause_end is not None:
+                pieces.append(_Piece(para, start, clause_end, cap, cut=True))
+                caps.took(clause_end - start)
+                start = clause_end
+                continue
         if stop - start <= cap:
             pieces.append(_Piece(para, start, stop, cap))
             caps.took(stop - start)
@@ -299,17 +309,22 @@ def _split_span(paragraph: str, para: int, start: int, end: int, caps: _Caps) ->
 class _Caps:
     """Hands out the cap for each successive piece: first_max_chars once, then max_chars;
     with `growth`, each later cap is `growth` times the piece before it (at least the first
-    cap, at most max_chars)."""
+    cap, at most max_chars); `first_clause_chars` for the first piece only."""
 
     def __init__(self, max_chars: int, first_max_chars: int | None,
-                 growth: float | None = None) -> None:
+                 growth: float | None = None, first_clause_chars: int | None = None) -> None:
         self._first = min(first_max_chars, max_chars) if first_max_chars else max_chars
         self._max = max_chars
         self._growth = growth
         self._cap = self._first
+        self._clause: int | None = first_clause_chars
 
     def next(self) -> int:
         return self._cap
+
+    def first_clause(self) -> int | None:
+        """The clause cap while no piece has been made yet, else None."""
+        return self._clause
 
     def shortest_clause(self, cap: int) -> int:
         """Growing caps: a clause cut must keep half the cap, so a piece is not one word."""
@@ -317,6 +332,7 @@ class _Caps:
 
     def took(self, chars: int) -> None:
         """The piece just made has `chars` characters: set the next cap."""
+        self._clause = None
         if self._growth is None:
             self._cap = self._max
         else:
@@ -345,7 +361,8 @@ def _fold_unspeakable(paragraphs: list[str], pieces: list[_Piece]) -> list[_Piec
     return out
 
 
-def _validate(max_chars: int, first_max_chars: int | None) -> None:
+def _validate(max_chars: int, first_max_chars: int | None,
+              first_clause_chars: int | None = None) -> None:
     if not isinstance(max_chars, int) or max_chars < MIN_MAX_CHARS:
         raise ValueError(f"max_chars must be an int >= {MIN_MAX_CHARS}, got {max_chars!r}")
     if first_max_chars is not None and (
@@ -355,10 +372,18 @@ def _validate(max_chars: int, first_max_chars: int | None) -> None:
             f"first_max_chars must be None or an int >= {MIN_FIRST_MAX_CHARS}, "
             f"got {first_max_chars!r}"
         )
+    if first_clause_chars is not None and (
+        not isinstance(first_clause_chars, int) or first_clause_chars < MIN_FIRST_MAX_CHARS
+    ):
+        raise ValueError(
+            f"first_clause_chars must be None or an int >= {MIN_FIRST_MAX_CHARS}, "
+            f"got {first_clause_chars!r}"
+        )
 
 
 def segment_text(
-    text: str, max_chars: int, first_max_chars: int | None = None, *, lang: str = "en"
+    text: str, max_chars: int, first_max_chars: int | None = None, *, lang: str = "en",
+    first_clause_chars: int | None = None,
 ) -> list[str]:
     """Normalize ``text`` and cut it into segments a model can synthesize one at a time.
 
@@ -377,6 +402,11 @@ def segment_text(
             clause boundary before the cap if there is one, else at a space). Values above
             ``max_chars`` act as ``max_chars``. At least 10 when given.
         lang: language of the text (see :func:`split_sentences`); default English.
+        first_clause_chars: optional cap on the FIRST segment at a clause boundary only: when
+            the first sentence is longer, it ends at its last clause boundary within this many
+            characters (at most the first cap), if there is one (the first audio is then cheap
+            without cutting a clause in two; a sentence without one keeps ``first_max_chars``).
+            At least 10 when given.
 
     Returns:
         Segments in reading order: stripped, non-empty, ``len() <= cap``, each with at least
@@ -387,11 +417,13 @@ def segment_text(
         is speakable (``"🙂🙂"``).
 
     Raises:
-        ValueError: ``max_chars < 20`` or ``first_max_chars < 10`` (or not ints).
+        ValueError: ``max_chars < 20``, ``first_max_chars < 10`` or ``first_clause_chars < 10``
+            (or not ints).
         TypeError: ``text`` is not a ``str``.
     """
     return [segment.text for segment in segment_pieces(text, max_chars, first_max_chars,
-                                                       lang=lang)]
+                                                       lang=lang,
+                                                       first_clause_chars=first_clause_chars)]
 
 
 class Segment(NamedTuple):
@@ -410,7 +442,7 @@ class Segment(NamedTuple):
 
 def segment_pieces(
     text: str, max_chars: int, first_max_chars: int | None = None, *, lang: str = "en",
-    growth: float | None = None,
+    growth: float | None = None, first_clause_chars: int | None = None,
 ) -> list[Segment]:
     """`segment_text`'s pieces, each with whether it ends inside its sentence.
 
@@ -429,11 +461,11 @@ def segment_pieces(
     Raises:
         ValueError: also for `growth` < 1.
     """
-    _validate(max_chars, first_max_chars)
+    _validate(max_chars, first_max_chars, first_clause_chars)
     if growth is not None and not growth >= 1.0:
         raise ValueError(f"growth must be None or >= 1, got {growth!r}")
     paragraphs = normalize_paragraphs(text, lang=lang)
-    caps = _Caps(max_chars, first_max_chars, growth)
+    caps = _Caps(max_chars, first_max_chars, growth, first_clause_chars)
     pieces: list[_Piece] = []
     for para, paragraph in enumerate(paragraphs):
         spans = _merge_unspeakable(paragraph, _sentence_spans(paragraph, lang))
