@@ -44,7 +44,9 @@ def test_words_of_an_empty_part_wait_for_the_next_chunk_and_never_overlap():
 
 
 class Downstream:
-    """A stage queue that keeps what is put on it."""
+    """A stage queue that keeps what is put on it (its stage passes nothing through)."""
+
+    stage = KeyedStage()
 
     def __init__(self) -> None:
         self.jobs: list = []

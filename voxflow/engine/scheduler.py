@@ -153,6 +153,24 @@ class StageQueue:
             else:
                 self._cond.notify()
 
+    def claim(self, job: Job) -> bool:
+        """Take `job` as if it had run here at once, with no worker (its stage passes it on:
+        `Stage.passed_through`): True when it may go on now (a stage without ``in_order``, or
+        nothing of its request runs here and it is the request's next item, whose successor
+        is then expected); False: queue it (`put`)."""
+        if not self.stage.in_order:
+            return True
+        with self._cond:
+            request_id = job.state.id
+            expected = self._expected.get(request_id, ((0, 0), None))[0]
+            item = job.item
+            if request_id in self._running or (item.segment, item.part) != expected:
+                return False
+            nxt = (item.segment + 1, 0) if item.final else (item.segment, item.part + 1)
+            self._expected[request_id] = (nxt, job.state)
+            self._cond.notify_all()  # the request's next item may be queued already
+            return True
+
     def wake(self) -> None:
         """Wake every waiting worker to look at the queue again (a held item may be ready)."""
         with self._cond:

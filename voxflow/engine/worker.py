@@ -85,8 +85,20 @@ def route(stage: Stage, job: Job, out: object, downstream: StageQueue | None,
     else:
         assert isinstance(out, Next)
         words = out.words if out.words is not None else job.item.words
-        downstream.put(job.derive(out.payload, part=job.item.part, final=job.item.final,
-                                  words=words))
+        hand_down(job.derive(out.payload, part=job.item.part, final=job.item.final,
+                             words=words), downstream)
+
+
+def hand_down(job: Job, downstream: StageQueue) -> None:
+    """Queue `job` for the next stage, or deliver its audio at once where that stage only
+    passes it on (`Stage.passed_through`) and may take it now (`StageQueue.claim`): audio
+    made in line then never waits for a worker of the next stage busy with other requests'
+    runs (open loop, under load: up to a whole decoder window)."""
+    audio = downstream.stage.passed_through(job.item)
+    if audio is not None and downstream.claim(job):
+        deliver(job, audio, job.item.final)
+    else:
+        downstream.put(job)
 
 
 def continue_segment(stage: Stage, job: Job, out: Continued, own: StageQueue | None) -> None:
@@ -133,8 +145,8 @@ def split_into_parts(stage: Stage, job: Job, parts: Parts, downstream: StageQueu
     last = len(parts.payloads) - 1
     words = parts.words if parts.words is not None else item.words
     for index, payload in enumerate(parts.payloads):
-        downstream.put(job.derive(payload, part=index, final=index == last,
-                                  words=words if index == 0 else None))
+        hand_down(job.derive(payload, part=index, final=index == last,
+                             words=words if index == 0 else None), downstream)
 
 
 def stream_parts(stage: Stage, job: Job, parts: StreamedParts, downstream: StageQueue) -> None:
@@ -154,8 +166,8 @@ def stream_parts(stage: Stage, job: Job, parts: StreamedParts, downstream: Stage
             if index >= parts.count:
                 raise TypeError(f"StreamedParts made more than its {parts.count} parts")
             words = (parts.words if parts.words is not None else item.words) if index == 0 else None
-            downstream.put(job.derive(payload, part=index, final=index == parts.count - 1,
-                                      words=words))
+            hand_down(job.derive(payload, part=index, final=index == parts.count - 1,
+                                 words=words), downstream)
     except Exception as exc:
         if not isinstance(exc, VoxflowError):
             log.exception("stage %s failed making part %d of request %s", stage.name, index,
@@ -186,6 +198,22 @@ def run_stage_batch(
         outputs = run_safely(stage, batch, isolated, staged)
         for job, out in zip(batch, outputs, strict=True):
             route(stage, job, out, downstream, own)  # StreamedParts are made here, in the hold
-    metrics.stage_seconds.labels(model, stage.name).observe(time.perf_counter() - started)
+    ended = time.perf_counter()
+    metrics.stage_seconds.labels(model, stage.name).observe(ended - started)
+    if staged is not None and log.isEnabledFor(logging.DEBUG):
+        _trace(stage, batch, staged.formed_at or started, started, ended)
     metrics.batch_size.labels(model, stage.name).observe(len(batch))
     metrics.items_run.labels(model, stage.name).inc(len(batch))
+
+
+def _trace(stage: Stage, batch: list[Job], formed_at: float, started: float,
+           ended: float) -> None:
+    """One debug line per job of a run: when its batch formed (seconds after its request's
+    submission), how long it waited for memory, and how long the run and its routing took,
+    for tracing where a request's first audio waited under load (`--set
+    server.log_level=debug`)."""
+    for job in batch:
+        log.debug("stage %s request %s segment %d part %d: formed %.3f s after submission, "
+                  "memory wait %.3f s, ran %.3f s", stage.name, job.state.id, job.segment,
+                  job.item.part, formed_at - job.state.submitted_at, started - formed_at,
+                  ended - started)

@@ -28,7 +28,7 @@ from collections.abc import Hashable
 from typing import Any, ClassVar
 
 from voxflow.stages.items import StageBatch, StageItem
-from voxflow.stages.outputs import StageOutput
+from voxflow.stages.outputs import Audio, StageOutput
 
 
 class Stage(ABC):
@@ -96,6 +96,13 @@ class Stage(ABC):
         listener would wait (`RequestState.slack`); `audio_flowing`: its listener already has
         audio. Default: 0 (always urgent)."""
         return 0.0
+
+    def passed_through(self, item: StageItem) -> Audio | None:
+        """`item`'s audio when an earlier stage already made it and this stage only passes it
+        on (the engine then delivers it without waiting for one of this stage's workers, when
+        nothing of its request runs here or waits before it); None: `item` needs a run.
+        Default: None."""
+        return None
 
     def working_set_bytes(self, batch: StageBatch) -> int:
         """Predicted peak bytes this stage's run of `batch` holds above what it held before
