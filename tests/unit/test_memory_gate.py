@@ -183,8 +183,15 @@ def test_piper_stages_predict_the_encoder_and_the_largest_window():
 
     short = acoustic.working_set_bytes(StageBatch.of([phonemes(50)]))
     assert short == piper_memory.encoder_bytes(1, 50) + piper_memory.decode_bytes(121)
-    # a long segment decodes windows of at most 512 + 2 * 12 frames, one at a time
+    # unseeded, a long segment decodes here at most a first segment's head under load
+    # (200 + 2 x 12 frames; the rest is the decoder stage's, and all of it alone)
     long = acoustic.working_set_bytes(StageBatch.of([phonemes(600)]))
+    assert long == piper_memory.encoder_bytes(1, 600) + piper_memory.decode_bytes(224)
+    # seeded, it decodes windows of at most 512 + 2 x 12 frames in line, one at a time
+    seeded_state, _ = make_state(voice="joe", seed=1)
+    seeded = StageBatch.of([stage_item(seeded_state, 0, PhonemeSegment("x", np.ones(600,
+                                                                                  np.int64)))])
+    long = acoustic.working_set_bytes(seeded)
     assert long == piper_memory.encoder_bytes(1, 600) + piper_memory.decode_bytes(536)
     assert 100 * MIB < long < 140 * MIB  # measured 111 MiB at 645 phoneme ids
     z = np.zeros((1, 192, 300), np.float32)
@@ -207,7 +214,7 @@ def test_a_piper_acoustic_run_keeps_only_its_decode_of_the_known_frames_after_en
         frames = object()  # a cut graph: the flow and decoder run in this stage's windows
 
     acoustic = PiperAcousticStage(Family())
-    state, _ = make_state(voice="joe")
+    state, _ = make_state(voice="joe", seed=1)  # seeded: its windows are decoded in line
     batch = StageBatch.of([stage_item(state, 0, PhonemeSegment("x", np.ones(n, np.int64)))
                            for n in (200, 250)])
     z = np.zeros((2, 192, 700), np.float32)
@@ -217,6 +224,11 @@ def test_a_piper_acoustic_run_keeps_only_its_decode_of_the_known_frames_after_en
     assert acoustic._decode_bytes(Graph(), encoded, batch) == piper_memory.decode_bytes(536)
     encoded = Encoded([z], np.asarray([430, 300]), np.zeros((2, 250), np.float32))
     assert acoustic._decode_bytes(Graph(), encoded, batch) == piper_memory.decode_bytes(430)
+    # unseeded: at most the head of a first segment under load, 200 + 2 x 12 frames
+    unseeded, _ = make_state(voice="joe")
+    batch = StageBatch.of([stage_item(unseeded, 0, PhonemeSegment("x", np.ones(n, np.int64)))
+                           for n in (200, 250)])
+    assert acoustic._decode_bytes(Graph(), encoded, batch) == piper_memory.decode_bytes(224)
     Graph.frames = None  # an uncut graph made the waveforms in its encoder run
     assert acoustic._decode_bytes(Graph(), encoded, batch) == 0
 

@@ -15,6 +15,7 @@ request's bytes do not change run to run.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,15 +66,21 @@ class DecodePlan:
             heads.append(nxt)
         return heads
 
-    def windows(self, frames: int, first: bool = False) -> list[tuple[int, int, int, int]]:
+    def windows(self, frames: int, first: bool = False,
+                heads_within: int | None = None) -> list[tuple[int, int, int, int]]:
         """(lo, s, e, hi) per decoder run: decode frames [lo, hi), keep [s, e).
 
         The windows cover [0, frames) in order, without gaps or overlap: with `first` (and
         `first_frames` shorter than the segment) a first window of `first_frames` and windows
-        growing from it (`_heads`); then the fewest windows of at most `chunk_frames` for the
-        rest, of equal size (the last may be shorter).
+        growing from it (`_heads`), only those ending within the first `heads_within` frames
+        when given (the first always); then the fewest windows of at most `chunk_frames` for
+        the rest, of equal size (the last may be shorter).
         """
         heads = self._heads(frames) if first else []
+        if heads_within is not None:
+            ends = list(itertools.accumulate(heads))
+            heads = heads[:1] + [h for h, end in zip(heads[1:], ends[1:], strict=True)
+                                 if end <= heads_within]
         head = sum(heads)
         rest = frames - head
         count = -(-rest // self.chunk_frames) if self.chunk_frames else 1

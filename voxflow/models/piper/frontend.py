@@ -103,10 +103,13 @@ def text_to_segments(
     first_max_chars: int | None,
     max_phonemes: int = 400,
     words_run: int | None = None,
+    first_clause_chars: int | None = None,
 ) -> list[PhonemeSegment]:
     """Split, phonemize and map `text` to id segments; empty sentences are dropped.
 
     Args:
+        max_chars, first_max_chars, first_clause_chars: the caps of
+            `voxflow.text.segment.segment_text`.
         words_run: with word timestamps, a number for this run (unique within the request,
             increasing): segments then carry their `spoken` words, keyed (run, token index).
     Returns:
@@ -114,7 +117,8 @@ def text_to_segments(
     """
     segments: list[PhonemeSegment] = []
     first_token = 0
-    for piece in segment_text(text, max_chars, first_max_chars):
+    for piece in segment_text(text, max_chars, first_max_chars,
+                              first_clause_chars=first_clause_chars):
         lists = [
             phonemes
             for sentence in phonemize(config, piece)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,6 +109,7 @@ class PiperFrontendStage(TextFrontendStage):
         return text_to_segments(
             voice.config, run.text, s.max_segment_chars,
             s.first_segment_chars if first else None, s.max_segment_phonemes, words_run,
+            s.first_clause_chars if first else None,
         )
 
     def place_words(self, document: SpeechDocument, payloads: list) -> list:
@@ -193,12 +194,16 @@ class PiperAcousticStage(Stage):
     def _window_frames(self, frames: int, batch: StageBatch) -> int:
         """The most frames one in-line decoder run of a `frames`-frame segment of `batch`
         decodes: a window with its context when every row is at the native speed (the
-        batch key makes them one speed), else the whole segment (time-stretched whole)."""
+        batch key makes them one speed), at most a first segment's head under load when no
+        row is seeded (the rest is the decoder stage's: `_hand_on`; alone, all of it is),
+        else the whole segment (time-stretched whole)."""
         chunk = self._plan.chunk_frames
         native = self.native_speed(batch[0])
-        if chunk is not None and all(item.speed == native for item in batch):
-            return min(frames, chunk + 2 * self._plan.pad_frames)
-        return frames
+        if chunk is None or any(item.speed != native for item in batch):
+            return frames
+        if not any(item.request.seeded for item in batch) and self._loaded.first_frames:
+            chunk = min(chunk, self._loaded.first_frames)
+        return min(frames, chunk + 2 * self._plan.pad_frames)
 
     def _decode_bytes(self, graph: RewrittenGraph, encoded: Encoded,
                       batch: StageBatch) -> int:
@@ -255,6 +260,12 @@ class PiperAcousticStage(Stage):
             _trace(item, frames, slack_s, "lanes")
             return Parts(self._loaded_windows(values, frames, item),
                          self._words(voice, encoded, b, item, native))
+        if stream and not (alone or item.request.seeded or self.bulk_workers):
+            handed = self._hand_on(graph, values, frames, item,
+                                   lambda: self._words(voice, encoded, b, item, native),
+                                   voice.config.hop_length, slack_s)
+            if handed is not None:
+                return handed
         early = (stream and item.request.streamed and not alone
                  and (item.segment == 0 or not item.request.seeded)
                  and self._early.worth_it(slack_s, frames, self._family.pace))
@@ -281,6 +292,61 @@ class PiperAcousticStage(Stage):
         # still through the decoder stage (which passes it on): an in_order stage must see
         # every segment of a request, or the next one would wait for it forever
         return Next(time_stretch(wave, rate, item.speed / native), words)
+
+    def _hand_on(self, graph: RewrittenGraph, values: list[np.ndarray], frames: int,
+                 item: StageItem, words: Callable[[], Words], hop: int,
+                 slack_s: float) -> Parts | StreamedParts | None:
+        """Under load, an unseeded segment's decode beyond its first audio goes to the decoder
+        stage, so this stage's workers stay free for newcomers' first segments (their wait in
+        this queue behind whole in-line decodes was most of a late first audio:
+        `docs/benchmarks.md`).
+
+        A later segment, or any of a whole (non-streamed) response: all its windows, the
+        fewest (as in line: no extra seam). A streamed first segment: at most
+        `loaded_first_chunk_frames` decoded here, in line, as its first audio, the rest in the
+        fewest windows after it (one seam); where that head in line would miss the first
+        audio's deadline but a `first_chunk_frames` window would not (`pace.EarlyWindow`),
+        the small growing windows that end within the head are decoded here one by one and
+        each passed on as it is done. None: a first segment no longer than the head, decoded
+        here whole (in line, or early).
+        """
+        if item.segment > 0 or not item.request.streamed:
+            cut = self._cut(values, self._plan.windows(frames))
+            _trace(item, frames, slack_s, "handed on, %d windows", len(cut))
+            return Parts(cut, words())
+        head = self._loaded.first_frames or frames
+        if frames <= head:
+            return None
+        pace = self._family.pace
+        if self._early.worth_it(slack_s, head + self._plan.pad_frames, pace):
+            windows = self._plan.windows(frames, first=True, heads_within=head)
+            heads = max(1, sum(1 for w in windows if w[2] <= head))
+            cut = self._cut(values, windows)
+            _trace(item, frames, slack_s, "early, %d of %d windows in line", heads, len(cut))
+            pace.note_early()
+            return StreamedParts(len(cut), lambda: self._heads_then_rest(graph, cut, heads, hop),
+                                 words())
+        cut = self._cut(values, self._loaded.windows(frames, first=True))
+        assert graph.frames is not None
+        started = time.perf_counter()
+        wave = decode_window(graph.frames, cut[0], hop)
+        took = time.perf_counter() - started
+        pace.observe(decoded_frames(cut[:1]), took)
+        _trace(item, frames, slack_s, "head in line in %.3f s, %d windows handed on", took,
+               len(cut) - 1)
+        return Parts([np.clip(wave, -1.0, 1.0).astype(np.float32), *cut[1:]], words())
+
+    def _cut(self, values: list[np.ndarray],
+             windows: list[tuple[int, int, int, int]]) -> list[DecodeWindow]:
+        """Each window's `DecodeWindow` from a row's flow inputs (`decode.cut_window`)."""
+        return [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
+
+    def _heads_then_rest(self, graph: RewrittenGraph, windows: list[DecodeWindow], heads: int,
+                         hop: int) -> Iterator[np.ndarray | DecodeWindow]:
+        """The first `heads` windows decoded here one by one (`_decode_each`), then the others
+        as they are, for the decoder stage."""
+        yield from self._decode_each(graph, windows[:heads], hop)
+        yield from windows[heads:]
 
     def _loaded_windows(self, values: list[np.ndarray], frames: int,
                         item: StageItem) -> list[DecodeWindow]:
@@ -356,6 +422,12 @@ class PiperDecoderStage(Stage):
             return 0.0
         return urgent_in(slack_s, audio_flowing, window.span[1] - window.span[0],
                          self._family.pace, self._family.settings.urgent_margin_s)
+
+    def passed_through(self, item: StageItem) -> Audio | None:
+        """Samples the acoustic stage decoded in line ((N,) float32): passed on as they are."""
+        if isinstance(item.payload, DecodeWindow):
+            return None
+        return Audio(item.payload)
 
     def batch_key(self, item: StageItem) -> Hashable:
         window = item.payload

@@ -68,6 +68,14 @@ class PiperSettings(BaseModel):
         description="...and at most this many phonemes (cut at word boundaries).",
     )
     first_segment_chars: int | None = shared.first_segment_chars(120)
+    first_clause_chars: int | None = Field(
+        60, ge=10,
+        description="A request's first sentence, when longer, ends its first segment at its "
+        "last clause boundary (, ; : ! ? ...) within this many characters, if it has one: a "
+        "short first segment is cheap first audio and frees a worker for the next request "
+        "sooner, and a clause is never cut in two (a sentence without one keeps "
+        "`first_segment_chars`); null = off. Above `first_segment_chars` it acts as that.",
+    )
     decoder_chunk_frames: int | None = Field(
         512, ge=16, le=100_000,
         description="Most latent frames per run of the HiFi-GAN decoder: a longer segment is "
@@ -134,10 +142,11 @@ class PiperSettings(BaseModel):
     )
     loaded_first_chunk_frames: int = Field(
         200, ge=1, le=100_000,
-        description="With `bulk_workers`: the first window of a request's first segment "
-        "under load while its first audio can be on time (200 = 2.3 s at joe's hop), decoded "
-        "by the fast lane; the rest of the segment is the bulk lane's, due when those frames "
-        "have played (single runs: 64 stalled, 160-200 did not).",
+        description="Under load, the frames of a request's first segment decoded with its "
+        "encoder, in line, as its first audio (200 = 2.3 s at joe's hop); the rest of the "
+        "segment goes to the decoder stage's queue, due when those frames have played. With "
+        "`bulk_workers`: the fast lane's first window while the first audio can be on time, "
+        "the rest the bulk lane's (single runs: 64 stalled, 160-200 did not).",
     )
     urgent_margin_s: float = Field(
         1.0, ge=0.0, le=10.0,
