@@ -170,6 +170,7 @@ def test_kokoro_predicts_2_mib_per_token_divided_by_the_speed():
 
 def test_piper_stages_predict_the_encoder_and_the_largest_window():
     from voxflow.models.piper.model import PiperAcousticStage, PiperDecoderStage
+    from voxflow.models.piper.settings import PiperSettings
 
     class Family:  # the stages read only the settings' plan
         from voxflow.models.piper.settings import PiperSettings
@@ -183,17 +184,16 @@ def test_piper_stages_predict_the_encoder_and_the_largest_window():
 
     short = acoustic.working_set_bytes(StageBatch.of([phonemes(50)]))
     assert short == piper_memory.encoder_bytes(1, 50) + piper_memory.decode_bytes(121)
-    # unseeded, a long segment decodes here at most a first segment's head under load
-    # (200 + 2 x 12 frames; the rest is the decoder stage's, and all of it alone)
+    # a long segment decodes windows of at most 512 + 2 * 12 frames, one at a time
     long = acoustic.working_set_bytes(StageBatch.of([phonemes(600)]))
-    assert long == piper_memory.encoder_bytes(1, 600) + piper_memory.decode_bytes(224)
-    # seeded, it decodes windows of at most 512 + 2 x 12 frames in line, one at a time
-    seeded_state, _ = make_state(voice="joe", seed=1)
-    seeded = StageBatch.of([stage_item(seeded_state, 0, PhonemeSegment("x", np.ones(600,
-                                                                                  np.int64)))])
-    long = acoustic.working_set_bytes(seeded)
     assert long == piper_memory.encoder_bytes(1, 600) + piper_memory.decode_bytes(536)
     assert 100 * MIB < long < 140 * MIB  # measured 111 MiB at 645 phoneme ids
+    # with hand_on, unseeded, it decodes here at most a first segment's head under load
+    # (200 + 2 x 12 frames; the rest is the decoder stage's, and all of it alone)
+    Family.settings = PiperSettings(hand_on=True)
+    handing = PiperAcousticStage(Family())
+    long = handing.working_set_bytes(StageBatch.of([phonemes(600)]))
+    assert long == piper_memory.encoder_bytes(1, 600) + piper_memory.decode_bytes(224)
     z = np.zeros((1, 192, 300), np.float32)
     window = DecodeWindow([z, np.ones((1, 1, 300), np.float32)], (20, 280), (12, 248))
     windows = StageBatch.of([stage_item(state, 0, window)])
@@ -214,7 +214,7 @@ def test_a_piper_acoustic_run_keeps_only_its_decode_of_the_known_frames_after_en
         frames = object()  # a cut graph: the flow and decoder run in this stage's windows
 
     acoustic = PiperAcousticStage(Family())
-    state, _ = make_state(voice="joe", seed=1)  # seeded: its windows are decoded in line
+    state, _ = make_state(voice="joe")
     batch = StageBatch.of([stage_item(state, 0, PhonemeSegment("x", np.ones(n, np.int64)))
                            for n in (200, 250)])
     z = np.zeros((2, 192, 700), np.float32)
@@ -224,11 +224,6 @@ def test_a_piper_acoustic_run_keeps_only_its_decode_of_the_known_frames_after_en
     assert acoustic._decode_bytes(Graph(), encoded, batch) == piper_memory.decode_bytes(536)
     encoded = Encoded([z], np.asarray([430, 300]), np.zeros((2, 250), np.float32))
     assert acoustic._decode_bytes(Graph(), encoded, batch) == piper_memory.decode_bytes(430)
-    # unseeded: at most the head of a first segment under load, 200 + 2 x 12 frames
-    unseeded, _ = make_state(voice="joe")
-    batch = StageBatch.of([stage_item(unseeded, 0, PhonemeSegment("x", np.ones(n, np.int64)))
-                           for n in (200, 250)])
-    assert acoustic._decode_bytes(Graph(), encoded, batch) == piper_memory.decode_bytes(224)
     Graph.frames = None  # an uncut graph made the waveforms in its encoder run
     assert acoustic._decode_bytes(Graph(), encoded, batch) == 0
 

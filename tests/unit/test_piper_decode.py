@@ -73,6 +73,21 @@ def test_a_first_segment_starts_with_windows_growing_fourfold(frames, sizes):
     assert plan.windows(frames) == DecodePlan(512, 12).windows(frames)  # later segments
 
 
+@pytest.mark.parametrize(("frames", "within", "sizes"), [
+    # growing 2.5-fold (32, 80, 200, ...): only the heads that end within `within` frames (the
+    # first always), then the fewest equal windows of at most 512 for the rest
+    (490, 200, [32, 80, 378]), (490, 112, [32, 80, 378]), (490, 111, [32, 458]),
+    (490, 20, [32, 458]), (1200, 200, [32, 80, 363, 363, 362]), (100, 200, [32, 68]),
+    (490, 1000, [32, 80, 200, 178]),
+])
+def test_heads_within_keeps_the_small_windows_that_end_in_time(frames, within, sizes):
+    plan = DecodePlan(512, 12, first_frames=32, growth=2.5)
+    windows = plan.windows(frames, first=True, heads_within=within)
+    assert [e - s for _, s, e, _ in windows] == sizes
+    assert windows[0][1] == 0 and windows[-1][2] == frames
+    assert all(a[2] == b[1] for a, b in pairwise(windows))
+
+
 def test_joe_is_cut_at_the_prior_sample_and_the_masked_latent(joe):
     path, config, graph = joe
     model, _, durations = rewrite_graph(onnx.load(str(path)))

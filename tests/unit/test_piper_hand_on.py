@@ -1,6 +1,6 @@
-"""Piper under load without lanes (`PiperAcousticStage._hand_on`): the acoustic stage keeps
-only a first segment's first audio and hands the rest of the decoding to the decoder stage, so
-its workers stay free for newcomers' first segments."""
+"""Piper under load with `hand_on`, without lanes (`PiperAcousticStage._hand_on`): the
+acoustic stage keeps only a first segment's first audio and hands the rest of the decoding to
+the decoder stage, so its workers stay free for newcomers' first segments."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ HOP = 256
 def _family(tiny_voice_dir, **options) -> PiperFamily:
     base = {"include_default_voice": False, "voices_dir": str(tiny_voice_dir),
             "default_voice": "tiny", "first_chunk_frames": 4, "decoder_chunk_frames": 64,
-            "loaded_first_chunk_frames": 16, "solo_threads": 0, **options}
+            "loaded_first_chunk_frames": 16, "solo_threads": 0, "hand_on": True, **options}
     settings = load_settings(None, {"engine.warmup": False,
                                     "models": [{"name": "piper", "family": "piper",
                                                 "options": base}]})
@@ -94,6 +94,10 @@ def test_seeded_segments_are_decoded_in_line_as_before(tiny_voice_dir):
     assert isinstance(out, Next) and out.payload.shape == (41 * HOP,)
 
 
-def test_with_lanes_nothing_is_handed_on_this_way(tiny_voice_dir):
+def test_with_lanes_or_by_default_nothing_is_handed_on_this_way(tiny_voice_dir):
     family = _family(tiny_voice_dir, bulk_workers=2)
     assert isinstance(_busy_run(family, slack_s=-0.1), Next)  # late: in line, as with lanes
+    for family in (_family(tiny_voice_dir, hand_on=False),
+                   _family(tiny_voice_dir, hand_on=False, loaded_first_chunk_frames=200)):
+        assert isinstance(_busy_run(family), Next)  # in line, whole
+        assert isinstance(_busy_run(family, segment=1), Next)

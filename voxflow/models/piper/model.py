@@ -194,16 +194,21 @@ class PiperAcousticStage(Stage):
     def _window_frames(self, frames: int, batch: StageBatch) -> int:
         """The most frames one in-line decoder run of a `frames`-frame segment of `batch`
         decodes: a window with its context when every row is at the native speed (the
-        batch key makes them one speed), at most a first segment's head under load when no
-        row is seeded (the rest is the decoder stage's: `_hand_on`; alone, all of it is),
+        batch key makes them one speed), with `hand_on` at most a first segment's head when
+        no row is seeded (the rest is the decoder stage's: `_hand_on`; alone, all of it is),
         else the whole segment (time-stretched whole)."""
         chunk = self._plan.chunk_frames
         native = self.native_speed(batch[0])
         if chunk is None or any(item.speed != native for item in batch):
             return frames
-        if not any(item.request.seeded for item in batch) and self._loaded.first_frames:
-            chunk = min(chunk, self._loaded.first_frames)
+        if self._hands_on() and not any(item.request.seeded for item in batch):
+            chunk = min(chunk, self._loaded.first_frames or chunk)
         return min(frames, chunk + 2 * self._plan.pad_frames)
+
+    def _hands_on(self) -> bool:
+        """Under load, unseeded segments decode at most a first segment's head here
+        (`hand_on`, without lanes)."""
+        return self._family.settings.hand_on and not self.bulk_workers
 
     def _decode_bytes(self, graph: RewrittenGraph, encoded: Encoded,
                       batch: StageBatch) -> int:
@@ -260,7 +265,7 @@ class PiperAcousticStage(Stage):
             _trace(item, frames, slack_s, "lanes")
             return Parts(self._loaded_windows(values, frames, item),
                          self._words(voice, encoded, b, item, native))
-        if stream and not (alone or item.request.seeded or self.bulk_workers):
+        if self._hands_on() and stream and not (alone or item.request.seeded):
             handed = self._hand_on(graph, values, frames, item,
                                    lambda: self._words(voice, encoded, b, item, native),
                                    voice.config.hop_length, slack_s)

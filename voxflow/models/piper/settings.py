@@ -69,12 +69,13 @@ class PiperSettings(BaseModel):
     )
     first_segment_chars: int | None = shared.first_segment_chars(120)
     first_clause_chars: int | None = Field(
-        60, ge=10,
+        None, ge=10,
         description="A request's first sentence, when longer, ends its first segment at its "
         "last clause boundary (, ; : ! ? ...) within this many characters, if it has one: a "
         "short first segment is cheap first audio and frees a worker for the next request "
         "sooner, and a clause is never cut in two (a sentence without one keeps "
-        "`first_segment_chars`); null = off. Above `first_segment_chars` it acts as that.",
+        "`first_segment_chars`); null = off (the default: its continuations stalled in the "
+        "closed loop, docs/benchmarks.md). Above `first_segment_chars` it acts as that.",
     )
     decoder_chunk_frames: int | None = Field(
         512, ge=16, le=100_000,
@@ -140,13 +141,22 @@ class PiperSettings(BaseModel):
         "`bench compare --runs 3` at 3 requests/s read goodput 0.909 [0.900-1.000] against "
         "1.000 without (docs/benchmarks.md).",
     )
+    hand_on: bool = Field(
+        False,
+        description="Under load, the acoustic stage makes first audio only: an unseeded "
+        "segment's decoding beyond it (a first segment's beyond `loaded_first_chunk_frames`, "
+        "all of a later segment's) goes to the decoder stage, so newcomers do not wait behind "
+        "whole in-line decodes (open loop on 2 cores, with first_clause_chars 60: capacity "
+        "3.08 requests/s against 2.64; but closed loop 12% fewer audio-s/s at concurrency 8 "
+        "and stalls at 16: off by default, docs/benchmarks.md). Ignored with `bulk_workers`.",
+    )
     loaded_first_chunk_frames: int = Field(
         200, ge=1, le=100_000,
-        description="Under load, the frames of a request's first segment decoded with its "
-        "encoder, in line, as its first audio (200 = 2.3 s at joe's hop); the rest of the "
-        "segment goes to the decoder stage's queue, due when those frames have played. With "
-        "`bulk_workers`: the fast lane's first window while the first audio can be on time, "
-        "the rest the bulk lane's (single runs: 64 stalled, 160-200 did not).",
+        description="With `hand_on`: under load, the frames of a request's first segment "
+        "decoded with its encoder, in line, as its first audio (200 = 2.3 s at joe's hop); the "
+        "rest of the segment goes to the decoder stage's queue, due when those frames have "
+        "played. With `bulk_workers`: the fast lane's first window while the first audio can "
+        "be on time, the rest the bulk lane's (single runs: 64 stalled, 160-200 did not).",
     )
     urgent_margin_s: float = Field(
         1.0, ge=0.0, le=10.0,
