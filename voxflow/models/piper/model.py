@@ -141,7 +141,9 @@ class PiperAcousticStage(Stage):
     unless that would miss the segment's playback deadline while its first window would not
     (`pace.EarlyWindow`): then the same worker decodes the windows in line but passes each on
     as soon as it is done (`StreamedParts`), so the first audio leaves after one small window
-    and each next window follows without waiting in a queue.
+    and each next window follows without waiting in a queue. With `hand_on` (opt-in), under
+    load this stage decodes only a first segment's first audio and hands the rest of the
+    decoding to the decoder stage (`_hand_on`).
     """
 
     name = "acoustic"
