@@ -161,13 +161,11 @@ class StageQueue:
         if not self.stage.in_order:
             return True
         with self._cond:
-            request_id = job.state.id
+            request_id, item = job.state.id, job.item
             expected = self._expected.get(request_id, ((0, 0), None))[0]
-            item = job.item
             if request_id in self._running or (item.segment, item.part) != expected:
                 return False
-            nxt = (item.segment + 1, 0) if item.final else (item.segment, item.part + 1)
-            self._expected[request_id] = (nxt, job.state)
+            self._expect_next(job)
             self._cond.notify_all()  # the request's next item may be queued already
             return True
 
@@ -334,11 +332,16 @@ class StageQueue:
         jobs = [e[1] for e in chosen]
         if stage.in_order:
             for job in jobs:
-                item = job.item
                 self._running.add(job.state.id)
-                nxt = (item.segment + 1, 0) if item.final else (item.segment, item.part + 1)
-                self._expected[job.state.id] = (nxt, job.state)
+                self._expect_next(job)
         return jobs
+
+    def _expect_next(self, job: Job) -> None:
+        """in_order stages: `job`'s request runs next its item after `job`'s (the next part,
+        or the next segment's first after a final part). Called with the lock held."""
+        item = job.item
+        nxt = (item.segment + 1, 0) if item.final else (item.segment, item.part + 1)
+        self._expected[job.state.id] = (nxt, job.state)
 
     def isolated(self, jobs: list[Job]) -> bool:
         """True when `jobs` is one seeded request's item run alone (`isolate_seeded`)."""

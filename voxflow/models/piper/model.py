@@ -279,7 +279,7 @@ class PiperAcousticStage(Stage):
         small_first = stream and hurry and ((item.segment == 0 and (alone or item.request.seeded))
                                             or early)
         windows = self._plan.windows(frames, first=small_first)
-        cut = [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
+        cut = self._cut(values, windows)
         words = self._words(voice, encoded, b, item, native)
         if stream and alone:
             _trace(item, frames, slack_s, "alone, %d windows", len(cut))
@@ -334,14 +334,10 @@ class PiperAcousticStage(Stage):
             return StreamedParts(len(cut), lambda: self._heads_then_rest(graph, cut, heads, hop),
                                  words())
         cut = self._cut(values, self._loaded.windows(frames, first=True))
-        assert graph.frames is not None
-        started = time.perf_counter()
-        wave = decode_window(graph.frames, cut[0], hop)
-        took = time.perf_counter() - started
-        pace.observe(decoded_frames(cut[:1]), took)
+        wave, took = self._decode_timed(graph, cut[0], hop)
         _trace(item, frames, slack_s, "head in line in %.3f s, %d windows handed on", took,
                len(cut) - 1)
-        return Parts([np.clip(wave, -1.0, 1.0).astype(np.float32), *cut[1:]], words())
+        return Parts([wave, *cut[1:]], words())
 
     def _cut(self, values: list[np.ndarray],
              windows: list[tuple[int, int, int, int]]) -> list[DecodeWindow]:
@@ -362,8 +358,7 @@ class PiperAcousticStage(Stage):
         the rest in the fewest windows (the bulk lane's). Seeded: the windows it has alone
         (its bytes must not depend on the load)."""
         plan = self._plan if item.request.seeded else self._loaded
-        windows = plan.windows(frames, first=True)
-        return [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
+        return self._cut(values, plan.windows(frames, first=True))
 
     @staticmethod
     def _words(voice: PiperVoiceModel, encoded: Encoded, b: int, item: StageItem,
@@ -382,13 +377,20 @@ class PiperAcousticStage(Stage):
                      hop: int) -> Iterator[np.ndarray]:
         """Each window's samples, (frames * hop,) float32 in [-1, 1], decoded one after
         another (a run of this family's, timed into the pace)."""
-        assert graph.frames is not None
         with self._family.runs.run():
             for window in windows:
-                started = time.perf_counter()
-                wave = decode_window(graph.frames, window, hop)
-                self._family.pace.observe(decoded_frames([window]), time.perf_counter() - started)
-                yield np.clip(wave, -1.0, 1.0).astype(np.float32)
+                yield self._decode_timed(graph, window, hop)[0]
+
+    def _decode_timed(self, graph: RewrittenGraph, window: DecodeWindow,
+                      hop: int) -> tuple[np.ndarray, float]:
+        """One window's samples, (frames * hop,) float32 in [-1, 1], decoded here, and the
+        seconds it took (observed into the pace)."""
+        assert graph.frames is not None
+        started = time.perf_counter()
+        wave = decode_window(graph.frames, window, hop)
+        took = time.perf_counter() - started
+        self._family.pace.observe(decoded_frames([window]), took)
+        return np.clip(wave, -1.0, 1.0).astype(np.float32), took
 
 
 def _trace(item: StageItem, frames: int, slack_s: float, path: str, *args: object) -> None:
@@ -452,8 +454,9 @@ class PiperDecoderStage(Stage):
         return sum(memory.decode_bytes(w.span[1] - w.span[0]) for w in windows)
 
     def run(self, batch: StageBatch) -> list:
-        if not isinstance(batch[0].payload, DecodeWindow):  # decoded in line: passed on
-            return [Audio(item.payload) for item in batch]
+        passed = [self.passed_through(item) for item in batch]
+        if all(audio is not None for audio in passed):  # decoded in line: passed on
+            return passed
         voice = self._family.voice_models[batch[0].request.voice]
         seeded = any(item.request.seeded for item in batch)
         with self._family.runs.run() as alone:
