@@ -170,6 +170,7 @@ def test_kokoro_predicts_2_mib_per_token_divided_by_the_speed():
 
 def test_piper_stages_predict_the_encoder_and_the_largest_window():
     from voxflow.models.piper.model import PiperAcousticStage, PiperDecoderStage
+    from voxflow.models.piper.pace import DecodePace
     from voxflow.models.piper.settings import PiperSettings
 
     class Family:  # the stages read only the settings' plan
@@ -191,9 +192,14 @@ def test_piper_stages_predict_the_encoder_and_the_largest_window():
     # with hand_on, unseeded, it decodes here at most a first segment's head under load
     # (200 + 2 x 12 frames; the rest is the decoder stage's, and all of it alone)
     Family.settings = PiperSettings(hand_on=True)
+    Family.pace = DecodePace()
     handing = PiperAcousticStage(Family())
     long = handing.working_set_bytes(StageBatch.of([phonemes(600)]))
     assert long == piper_memory.encoder_bytes(1, 600) + piper_memory.decode_bytes(224)
+    # ... but a continuation due soon is decoded here whole, by windows
+    soon = stage_item(state, 1, PhonemeSegment("x", np.ones(600, np.int64)))
+    late = handing.working_set_bytes(StageBatch.of([soon], slack_s=(0.5,)))
+    assert late == piper_memory.encoder_bytes(1, 600) + piper_memory.decode_bytes(536)
     z = np.zeros((1, 192, 300), np.float32)
     window = DecodeWindow([z, np.ones((1, 1, 300), np.float32)], (20, 280), (12, 248))
     windows = StageBatch.of([stage_item(state, 0, window)])

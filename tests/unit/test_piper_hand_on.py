@@ -67,11 +67,30 @@ def test_a_first_segment_decodes_its_head_here_and_hands_on_the_rest(tiny_voice_
 
 def test_later_segments_and_whole_responses_hand_on_all_their_windows(tiny_voice_dir):
     family = _family(tiny_voice_dir, decoder_chunk_frames=16)
-    for out in (_busy_run(family, segment=1), _busy_run(family, streamed=False)):
+    for out in (_busy_run(family, slack_s=5.0, segment=1), _busy_run(family, streamed=False)):
         assert isinstance(out, Parts)
         assert all(isinstance(w, DecodeWindow) for w in out.payloads)
         kept = _kept(out.payloads)  # the fewest windows of at most 16 frames: no seam added
         assert len(kept) == -(-sum(kept) // 16) == 3 and max(kept) - min(kept) <= 1
+
+
+def test_a_continuation_due_soon_is_decoded_here(tiny_voice_dir):
+    family = _family(tiny_voice_dir, decoder_chunk_frames=16)
+
+    def run(**kwargs):
+        family.pace = DecodePace(start=0.01)  # 15 ids predict 37 frames: 0.37 s in line
+        return _busy_run(family, **kwargs)
+
+    # a continuation whose in-line decode would leave less than urgent_margin_s (1 s) of its
+    # slack: decoded here now, whole; with more, handed on
+    soon = run(slack_s=1.3, segment=1)
+    assert isinstance(soon, Next) and soon.payload.size > 16 * HOP  # beyond a head: all
+    assert isinstance(run(slack_s=1.5, segment=1), Parts)
+    # a first segment, even late, keeps only its head here; a whole response is sent at its
+    # end: handed on whatever their slack
+    late = run(slack_s=-0.1)
+    assert isinstance(late, Parts) and late.payloads[0].shape == (16 * HOP,)
+    assert isinstance(run(slack_s=-0.1, streamed=False), Parts)
 
 
 def test_a_head_that_would_be_late_streams_small_windows_then_hands_on(tiny_voice_dir):

@@ -143,7 +143,8 @@ class PiperAcousticStage(Stage):
     as soon as it is done (`StreamedParts`), so the first audio leaves after one small window
     and each next window follows without waiting in a queue. With `hand_on` (opt-in), under
     load this stage decodes only a first segment's first audio and hands the rest of the
-    decoding to the decoder stage (`_hand_on`).
+    decoding to the decoder stage (`_hand_on`), but for continuations due soon
+    (`_handing_on`).
     """
 
     name = "acoustic"
@@ -196,14 +197,14 @@ class PiperAcousticStage(Stage):
     def _window_frames(self, frames: int, batch: StageBatch) -> int:
         """The most frames one in-line decoder run of a `frames`-frame segment of `batch`
         decodes: a window with its context when every row is at the native speed (the
-        batch key makes them one speed), with `hand_on` at most a first segment's head when
-        no row is seeded (the rest is the decoder stage's: `_hand_on`; alone, all of it is),
+        batch key makes them one speed), at most a first segment's head when every row is
+        handed on (`_handing_on`; the rest is the decoder stage's, and alone all of it is),
         else the whole segment (time-stretched whole)."""
         chunk = self._plan.chunk_frames
         native = self.native_speed(batch[0])
         if chunk is None or any(item.speed != native for item in batch):
             return frames
-        if self._hands_on() and not any(item.request.seeded for item in batch):
+        if all(self._handing_on(batch, b) for b in range(len(batch))):
             chunk = min(chunk, self._loaded.first_frames or chunk)
         return min(frames, chunk + 2 * self._plan.pad_frames)
 
@@ -211,6 +212,28 @@ class PiperAcousticStage(Stage):
         """Under load, unseeded segments decode at most a first segment's head here
         (`hand_on`, without lanes)."""
         return self._family.settings.hand_on and not self.bulk_workers
+
+    def _handing_on(self, batch: StageBatch, b: int) -> bool:
+        """Whether row `b`'s decode beyond its first audio goes to the decoder stage under
+        load (`_hand_on`): with `hand_on`, unseeded, and not a continuation due soon. A later
+        segment of a streamed response is decoded here when its whole in-line decode
+        (predicted by the pace) would leave `urgent_margin_s` or less of its slack at the
+        batch's formation: handed on, it would cross the decoder stage's queue within that
+        lead, and under a standing backlog such continuations stalled (closed loop,
+        concurrency 16: 70% of requests, docs/benchmarks.md). Decided from the formation's
+        `slack_s` and the frames the phonemes predict, so the memory reservation
+        (`working_set_bytes`) and the run agree. A first segment is always handed on: decoded
+        in line whole once late, the acoustic queue only grew (open loop at 85% of the bound:
+        goodput 0.23 against 0.76)."""
+        item = batch[b]
+        if not self._hands_on() or item.request.seeded:
+            return False
+        if item.segment == 0 or not item.request.streamed:
+            return True
+        slack = batch.slack_s[b] if b < len(batch.slack_s) else float("inf")
+        frames = memory.segment_frames(int(item.payload.phoneme_ids.size),
+                                       self.native_speed(item))
+        return slack - self._family.pace.seconds(frames) > self._family.settings.urgent_margin_s
 
     def _decode_bytes(self, graph: RewrittenGraph, encoded: Encoded,
                       batch: StageBatch) -> int:
@@ -239,12 +262,13 @@ class PiperAcousticStage(Stage):
             encoded = encode_batch(graph, voice.config, rows, seeds, native,
                                    self._family.settings.noise_frames_per_phoneme)
             GATE.shrink(self._decode_bytes(graph, encoded, batch))
-            return [self._output(voice, graph, encoded, b, item, native, alone, batch.slack(b))
+            return [self._output(voice, graph, encoded, b, item, native, alone, batch.slack(b),
+                                 self._handing_on(batch, b))
                     for b, item in enumerate(batch)]
 
     def _output(self, voice: PiperVoiceModel, graph: RewrittenGraph, encoded: Encoded, b: int,
-                item: StageItem, native: float, alone: bool,
-                slack_s: float) -> Parts | StreamedParts | Next:
+                item: StageItem, native: float, alone: bool, slack_s: float,
+                handing_on: bool) -> Parts | StreamedParts | Next:
         values, frames = encoded.row(b)
         # Windows stream as parts where that shortens the wait: a run alone (the stretched
         # path returns all at once). With other runs in progress the request queues anyway;
@@ -267,7 +291,7 @@ class PiperAcousticStage(Stage):
             _trace(item, frames, slack_s, "lanes")
             return Parts(self._loaded_windows(values, frames, item),
                          self._words(voice, encoded, b, item, native))
-        if self._hands_on() and stream and not (alone or item.request.seeded):
+        if handing_on and stream and not alone:
             handed = self._hand_on(graph, values, frames, item,
                                    lambda: self._words(voice, encoded, b, item, native),
                                    voice.config.hop_length, slack_s)
