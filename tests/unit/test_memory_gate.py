@@ -173,9 +173,9 @@ def test_piper_stages_predict_the_encoder_and_the_largest_window():
     from voxflow.models.piper.pace import DecodePace
     from voxflow.models.piper.settings import PiperSettings
 
-    class Family:  # the stages read only the settings' plan
+    class Family:  # the stages read only the settings' plan (segments decoded in line)
         from voxflow.models.piper.settings import PiperSettings
-        settings = PiperSettings()
+        settings = PiperSettings(hand_on=False)
 
     acoustic, decoder = PiperAcousticStage(Family()), PiperDecoderStage(Family())
     state, _ = make_state(voice="joe")
@@ -212,9 +212,9 @@ def test_a_piper_acoustic_run_keeps_only_its_decode_of_the_known_frames_after_en
     from voxflow.models.piper.model import PiperAcousticStage
     from voxflow.models.piper.synth import Encoded
 
-    class Family:
+    class Family:  # segments decoded in line
         from voxflow.models.piper.settings import PiperSettings
-        settings = PiperSettings()
+        settings = PiperSettings(hand_on=False)
 
     class Graph:
         frames = object()  # a cut graph: the flow and decoder run in this stage's windows

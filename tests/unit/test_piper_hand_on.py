@@ -113,7 +113,7 @@ def test_seeded_segments_are_decoded_in_line_as_before(tiny_voice_dir):
     assert isinstance(out, Next) and out.payload.shape == (41 * HOP,)
 
 
-def test_with_lanes_or_by_default_nothing_is_handed_on_this_way(tiny_voice_dir):
+def test_with_lanes_or_hand_on_off_nothing_is_handed_on_this_way(tiny_voice_dir):
     family = _family(tiny_voice_dir, bulk_workers=2)
     assert isinstance(_busy_run(family, slack_s=-0.1), Next)  # late: in line, as with lanes
     for family in (_family(tiny_voice_dir, hand_on=False),

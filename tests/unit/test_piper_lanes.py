@@ -76,8 +76,8 @@ def test_under_load_a_seeded_segment_keeps_the_windows_it_has_alone(tiny_voice_d
         np.testing.assert_array_equal(a.values[0], b.values[0])
 
 
-def test_without_lanes_a_busy_segment_is_decoded_in_line(tiny_voice_dir):
-    family = _family(tiny_voice_dir, bulk_workers=0)
+def test_without_lanes_or_hand_on_a_busy_segment_is_decoded_in_line(tiny_voice_dir):
+    family = _family(tiny_voice_dir, bulk_workers=0, hand_on=False)
     family.pace = DecodePace(start=1e-6)  # whole decode well within the deadline
     assert isinstance(_busy_run(family, slack_s=0.5), Next)
 

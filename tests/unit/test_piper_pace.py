@@ -46,7 +46,7 @@ def test_early_window_safety_takes_the_whole_decode_as_slower_than_its_mean_pace
 def _family(tiny_voice_dir, **options):
     base = {"include_default_voice": False, "voices_dir": str(tiny_voice_dir),
             "default_voice": "tiny", "first_chunk_frames": 4, "decoder_chunk_frames": 16,
-            "solo_threads": 0, "bulk_workers": 0, **options}
+            "solo_threads": 0, "bulk_workers": 0, "hand_on": False, **options}
     settings = load_settings(None, {"engine.warmup": False,
                                     "models": [{"name": "piper", "family": "piper",
                                                 "options": base}]})

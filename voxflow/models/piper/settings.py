@@ -69,13 +69,14 @@ class PiperSettings(BaseModel):
     )
     first_segment_chars: int | None = shared.first_segment_chars(120)
     first_clause_chars: int | None = Field(
-        None, ge=10,
+        60, ge=10,
         description="A request's first sentence, when longer, ends its first segment at its "
         "last clause boundary (, ; : ! ? ...) within this many characters, if it has one: a "
         "short first segment is cheap first audio and frees a worker for the next request "
         "sooner, and a clause is never cut in two (a sentence without one keeps "
-        "`first_segment_chars`); null = off (the default: its continuations stalled in the "
-        "closed loop, docs/benchmarks.md). Above `first_segment_chars` it acts as that.",
+        "`first_segment_chars`); null = off. Above `first_segment_chars` it acts as that. "
+        "With `hand_on`: open-loop capacity 2.86 requests/s against 2.64 without either "
+        "(docs/benchmarks.md).",
     )
     decoder_chunk_frames: int | None = Field(
         512, ge=16, le=100_000,
@@ -142,13 +143,15 @@ class PiperSettings(BaseModel):
         "1.000 without (docs/benchmarks.md).",
     )
     hand_on: bool = Field(
-        False,
+        True,
         description="Under load, the acoustic stage makes first audio only: an unseeded "
         "segment's decoding beyond it (a first segment's beyond `loaded_first_chunk_frames`, "
-        "all of a later segment's) goes to the decoder stage, so newcomers do not wait behind "
-        "whole in-line decodes (open loop on 2 cores, with first_clause_chars 60: capacity "
-        "3.08 requests/s against 2.64; but closed loop 12% fewer audio-s/s at concurrency 8 "
-        "and stalls at 16: off by default, docs/benchmarks.md). Ignored with `bulk_workers`.",
+        "all of a later segment's unless it is due within `urgent_margin_s` of its in-line "
+        "decode) goes to the decoder stage, so newcomers do not wait behind whole in-line "
+        "decodes (open loop on 2 cores, with `first_clause_chars` 60: capacity 2.86 "
+        "requests/s [2.86-3.08] against 2.64 [1.98-3.08], first audio p99 at 2.64/s 0.59-0.70 s "
+        "against 0.82-1.43 s; closed loop within noise, no stalls; docs/benchmarks.md). "
+        "false: segments decoded whole in line under load. Ignored with `bulk_workers`.",
     )
     loaded_first_chunk_frames: int = Field(
         200, ge=1, le=100_000,
@@ -164,7 +167,9 @@ class PiperSettings(BaseModel):
         "listener would wait unless it started within this many seconds (its slack less the "
         "predicted decode time, `DecodePace`). At 0.15 and 0.6 the fast lane, busy with "
         "newcomers, took continuations too late (closed loop, concurrency 16: 36 and 10 of "
-        "80 requests stalled; 1.0: none).",
+        "80 requests stalled; 1.0: none). With `hand_on`: a continuation whose in-line "
+        "decode would leave this much of its slack or less is decoded in the acoustic stage, "
+        "not handed on.",
     )
     decoder_nchwc: bool = Field(
         True,
