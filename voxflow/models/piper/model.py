@@ -136,15 +136,15 @@ class PiperAcousticStage(Stage):
     whole 0.25-4 range (`Audio`; stretching windows one by one would break the seams).
     A segment encoded while no other Piper run is in progress goes on as windows (`Parts`), a
     request's first segment starting with a window of `first_chunk_frames`, so its first audio
-    waits for the encoder and that window only; under load this stage decodes the windows in
-    line and hands the segment's samples on whole (`Next`, passed on by the decoder stage),
-    unless that would miss the segment's playback deadline while its first window would not
-    (`pace.EarlyWindow`): then the same worker decodes the windows in line but passes each on
-    as soon as it is done (`StreamedParts`), so the first audio leaves after one small window
-    and each next window follows without waiting in a queue. With `hand_on` (opt-in), under
-    load this stage decodes only a first segment's first audio and hands the rest of the
-    decoding to the decoder stage (`_hand_on`), but for continuations due soon
-    (`_handing_on`).
+    waits for the encoder and that window only. Under load, with `hand_on` (the default), this
+    stage decodes only a first segment's first audio and hands the rest of the decoding to
+    the decoder stage (`_hand_on`), but for continuations due soon and seeded requests
+    (`_handing_on`). Those, and every segment without `hand_on`, it decodes in line and hands
+    on whole (`Next`, passed on by the decoder stage), unless that would miss the segment's
+    playback deadline while its first window would not (`pace.EarlyWindow`): then the same
+    worker decodes the windows in line but passes each on as soon as it is done
+    (`StreamedParts`), so the first audio leaves after one small window and each next window
+    follows without waiting in a queue.
     """
 
     name = "acoustic"
