@@ -216,15 +216,15 @@ class PiperAcousticStage(Stage):
     def _handing_on(self, batch: StageBatch, b: int) -> bool:
         """Whether row `b`'s decode beyond its first audio goes to the decoder stage under
         load (`_hand_on`): with `hand_on`, unseeded, and not a continuation due soon. A later
-        segment of a streamed response is decoded here when its whole in-line decode
-        (predicted by the pace) would leave `urgent_margin_s` or less of its slack at the
-        batch's formation: handed on, it would cross the decoder stage's queue within that
-        lead, and under a standing backlog such continuations stalled (closed loop,
-        concurrency 16: 70% of requests, docs/benchmarks.md). Decided from the formation's
-        `slack_s` and the frames the phonemes predict, so the memory reservation
-        (`working_set_bytes`) and the run agree. A first segment is always handed on: decoded
-        in line whole once late, the acoustic queue only grew (open loop at 85% of the bound:
-        goodput 0.23 against 0.76)."""
+        segment of a streamed response is decoded here when it is urgent by the lanes' rule
+        (`pace.urgent_in`: its whole in-line decode, predicted by the pace, would leave
+        `urgent_margin_s` or less of its slack at the batch's formation): handed on, it would
+        cross the decoder stage's queue within that lead, and under a standing backlog such
+        continuations stalled (closed loop, concurrency 16: 70% of requests,
+        docs/benchmarks.md). Decided from the formation's `slack_s` and the frames the
+        phonemes predict, so the memory reservation (`working_set_bytes`) and the run agree.
+        A first segment is always handed on: decoded in line whole once late, the acoustic
+        queue only grew (open loop at 85% of the bound: goodput 0.23 against 0.76)."""
         item = batch[b]
         if not self._hands_on() or item.request.seeded:
             return False
@@ -233,7 +233,9 @@ class PiperAcousticStage(Stage):
         slack = batch.slack_s[b] if b < len(batch.slack_s) else float("inf")
         frames = memory.segment_frames(int(item.payload.phoneme_ids.size),
                                        self.native_speed(item))
-        return slack - self._family.pace.seconds(frames) > self._family.settings.urgent_margin_s
+        # the lanes' urgency rule for a stream already playing (`pace.urgent_in`)
+        return urgent_in(slack, True, frames, self._family.pace,
+                         self._family.settings.urgent_margin_s) > 0
 
     def _decode_bytes(self, graph: RewrittenGraph, encoded: Encoded,
                       batch: StageBatch) -> int:
