@@ -53,6 +53,10 @@ class FakeSettings(BaseModel):
     item_sleep_s: float = 0.0
     fail_on: str | None = None
     fail_load: bool = False
+    # a third stage, "vocoder", with no workers of its own: the acoustic stage passes it its
+    # payloads and, with `serve_vocoder`, lends it its workers (scheduler rule 8)
+    vocoder: bool = False
+    serve_vocoder: bool = True
 
 
 def fake_audio(seed: int, segment_index: int, text: str) -> np.ndarray:
@@ -75,6 +79,7 @@ class FakeAcoustic(Stage):
     def __init__(self, family: FakeFamily):
         s = family.settings
         super().__init__(s.max_batch_size, s.max_batch_cost, s.acoustic_workers)
+        self.serves_next = s.vocoder and s.serve_vocoder
         self._family = family
 
     def batch_key(self, item: StageItem) -> Hashable:
@@ -90,6 +95,9 @@ class FakeAcoustic(Stage):
         for item in batch:
             if s.fail_on is not None and s.fail_on in item.payload:
                 raise RuntimeError(f"cannot say {item.payload!r}")
+            if s.vocoder:
+                out.append(Next(item.payload))
+                continue
             out.append(Audio(fake_audio(item.request.seed, item.segment, item.payload)))
         with self._family.lock:
             self._family.completed.extend((i.request.request_id, i.segment) for i in batch)
@@ -113,9 +121,29 @@ class FakeFamily(ModelFamily):
         self.lock = threading.Lock()
         self.completed: list[tuple[str, int]] = []
         self.batches: list[int] = []
+        self.vocoder_threads: set[str] = set()
 
     def stages(self) -> list[Stage]:
+        if self.settings.vocoder:
+            return [FakeFrontend(), FakeAcoustic(self), FakeVocoder(self)]
         return [FakeFrontend(), FakeAcoustic(self)]
+
+
+class FakeVocoder(Stage):
+    """A payload -> its `fake_audio`; no workers of its own (the acoustic stage's run it, rule
+    8); records the threads that ran it."""
+
+    name = "vocoder"
+
+    def __init__(self, family: FakeFamily):
+        super().__init__(workers=0)
+        self._family = family
+
+    def run(self, batch: StageBatch) -> list:
+        with self._family.lock:
+            self._family.vocoder_threads.add(threading.current_thread().name)
+        return [Audio(fake_audio(item.request.seed, item.segment, item.payload))
+                for item in batch]
 
 
 # ---- for scheduler and worker tests, without an engine -------------------------------------

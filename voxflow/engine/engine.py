@@ -160,13 +160,21 @@ class Engine:
         isolate = self.settings.engine.isolate_seeded
         queues = [StageQueue(model, stage, self.metrics, isolate) for stage in stages]
         for i, (stage, queue) in enumerate(zip(stages, queues, strict=True)):
+            if stage.serves_next and i + 1 < len(queues):
+                queue.serve(queues[i + 1])  # scheduler rule 8
+            if stage.workers + stage.bulk_workers < 1 and queue.served_by is None:
+                raise ValueError(f"{model}: stage '{stage.name}' has no workers and no "
+                                 "earlier stage serves it")
+        for i, (stage, queue) in enumerate(zip(stages, queues, strict=True)):
             downstream = queues[i + 1] if i + 1 < len(queues) else None
             lanes = [(FAST if stage.bulk_workers else ANY, w) for w in range(stage.workers)]
             if not isinstance(stage, AutoregressiveStage):
                 lanes += [(BULK, w) for w in range(stage.bulk_workers)]
+            after_served = queues[i + 2] if queue.serves is not None and i + 2 < len(queues) \
+                else None
             for lane, w in lanes:
                 t = threading.Thread(
-                    target=self._worker(model, stage, queue, downstream, lane),
+                    target=self._worker(model, stage, queue, downstream, lane, after_served),
                     name=f"{model}-{stage.name}-{'bulk-' if lane == BULK else ''}{w}",
                     daemon=True,
                 )
@@ -176,9 +184,11 @@ class Engine:
         return queues
 
     def _worker(self, model: str, stage: Stage, queue: StageQueue,
-                downstream: StageQueue | None, lane: str = ANY):
+                downstream: StageQueue | None, lane: str = ANY,
+                after_served: StageQueue | None = None):
         """The loop one worker thread of `stage` runs, by the stage's kind and its lane
-        (scheduler rule 7: a bulk worker first lowers its thread's priority)."""
+        (scheduler rule 7: a bulk worker first lowers its thread's priority); batches it takes
+        from the queue it serves (rule 8) pass on to `after_served`, that stage's next."""
         if isinstance(stage, AutoregressiveStage):
             if downstream is None:
                 raise ValueError(f"autoregressive stage {stage.name} cannot be the last stage")
@@ -188,9 +198,14 @@ class Engine:
             run_stage_batch(model, stage, batch, downstream, self.metrics, queue.isolated(batch),
                             queue)
 
+        def served(source: StageQueue, batch: list[Job]) -> None:
+            # a batch of the next stage's, taken by this worker (scheduler rule 8)
+            run_stage_batch(model, source.stage, batch, after_served, self.metrics,
+                            source.isolated(batch), source)
+
         def loop() -> None:
             drain(queue, handle, lane, self._bulk_promotion(model, stage) if lane == BULK
-                  else None)
+                  else None, served)
 
         return loop
 

@@ -44,6 +44,15 @@ Policy, applied each time a worker asks for work (`StageQueue.next_batch`):
    and, starved by the fast lane, delivered it 0.5-1.9 s late (open loop, 3.7 requests/s);
    with it, promoted runs took cores from newcomers' first windows and the first audio's tail
    grew (3 requests/s: goodput 0.909 against 1.000, `bench compare --runs 3`).
+8. Shared workers: a stage with ``serves_next`` (`Stage.serves_next`) lends its workers to the
+   next stage's queue (`StageQueue.serve`). Forming a batch, such a worker takes the next
+   stage's head item instead of its own when that item is urgent (`Stage.urgent_in` <= 0) and
+   ahead of its own head by rule 2, or when nothing of its own is ready; the next stage's
+   rules (5: in order) still hold. The next stage may then run no workers of its own, so the
+   process runs as many compute threads as one stage has workers (the cores), and every run,
+   whichever its stage, starts in playback-deadline order instead of the kernel sharing the
+   cores among four threads whatever their deadlines. Piper (`shared_workers`): the acoustic
+   workers run the decoder stage's windows too (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -86,7 +95,11 @@ class Job:
         return replace(self, item=self.item.derive(payload, **kwargs))
 
 
-def _priority(job: Job, seq: int, now: float) -> tuple[int, float, int, int, int, int]:
+Priority = tuple[int, float, int, int, int, int]
+"""A queued job's sort key (`_priority`): smaller runs first."""
+
+
+def _priority(job: Job, seq: int, now: float) -> Priority:
     """Sort key: streams about to run dry first (rule 2), then earliest due."""
     item, state = job.item, job.state
     due = state.due(item.segment, now)
@@ -133,6 +146,10 @@ class StageQueue:
         # part) to run.
         self._running: set[str] = set()
         self._expected: dict[str, tuple[tuple[int, int], RequestState]] = {}
+        # rule 8: the next stage's queue our workers also take from, and the queue whose
+        # workers take ours
+        self.serves: StageQueue | None = None
+        self.served_by: StageQueue | None = None
         self._cond = threading.Condition()
         self._closed = False
 
@@ -140,8 +157,13 @@ class StageQueue:
         with self._cond:
             return len(self._items)
 
+    def serve(self, later: StageQueue) -> None:
+        """Lend this queue's workers to `later`, the next stage's queue (rule 8)."""
+        self.serves, later.served_by = later, self
+
     def put(self, item: Job) -> None:
-        """Add an item; wakes one waiting worker (every one, with lanes: rule 7)."""
+        """Add an item; wakes one waiting worker (every one, with lanes: rule 7), and the
+        workers of a queue that serves this one (rule 8)."""
         if self.stage.serial_segments and item.segment > 0:
             item.state.watch_segments(self.wake)  # rule 6: its earlier segments' delivery
         with self._cond:
@@ -152,6 +174,8 @@ class StageQueue:
                 self._cond.notify_all()  # a worker of either lane may be the one it needs
             else:
                 self._cond.notify()
+        if self.served_by is not None:
+            self.served_by.wake()  # outside our lock: the serving queue's lock comes first
 
     def claim(self, job: Job) -> bool:
         """Take `job` as if it had run here at once, with no worker (its stage passes it on:
@@ -211,6 +235,59 @@ class StageQueue:
                     wait = _sooner(wait, self._until_urgent())
                 self._cond.wait(wait)
 
+    def next_work(self, lane: str = ANY) -> tuple[StageQueue, list[Job]]:
+        """`next_batch`, or with a queue it serves (rule 8) a batch of that queue's where it
+        should go first: (the queue the batch came from, the batch; [] once closed).
+
+        Blocks until either has work for this worker; the served queue's items that are not
+        urgent yet wake it when they turn urgent, its puts and finished runs at once."""
+        served = self.serves
+        if served is None:
+            return self, self.next_batch(lane=lane)
+        with self._cond:
+            while True:
+                self._drop_cancelled()
+                if self._closed:
+                    return self, []
+                now = time.perf_counter()
+                own = min((_priority(job, seq, now) for seq, job in self._items
+                           if self._ready(job, now, lane)), default=None)
+                lent = served.lend(own, now)
+                if lent:
+                    return served, lent
+                if own is not None:
+                    batch = self._form_batch(None, lane)
+                    self._update_depth()
+                    return self, batch
+                self._cond.wait(_sooner(self._until_due(None), served.until_urgent_any()))
+
+    def lend(self, own: Priority | None, now: float) -> list[Job]:
+        """A batch for a worker of the queue serving this one (rule 8) whose own most urgent
+        ready item has `own` priority (`_priority`; None: it has none ready): our head when it
+        is urgent (or a late newcomer's) and ahead of `own`, any head when `own` is None; []
+        otherwise."""
+        with self._cond:
+            self._drop_cancelled()
+            ready = [(_priority(job, seq, now), job) for seq, job in self._items
+                     if self._ready(job, now)]
+            if self._closed or not ready:
+                return []
+            head_priority, head = min(ready, key=lambda entry: entry[0])
+            # a stream with audio to spare waits until urgent; a newcomer already late
+            # (never urgent: inf) goes by priority like the rest
+            spare = 0 < self._urgent_in(head, now) < float("inf")
+            if own is not None and (spare or head_priority >= own):
+                return []
+            batch = self._form_batch()
+            self._update_depth()
+            return batch
+
+    def until_urgent_any(self) -> float | None:
+        """Seconds until the first queued item not urgent yet turns urgent (None: none will);
+        items urgent already wake a serving queue when they are put or become ready."""
+        with self._cond:
+            return self._until_urgent()
+
     def waiting_requests(self, besides: set[str]) -> int:
         """How many requests other than `besides` (request ids) have live items queued here,
         held or not."""
@@ -227,6 +304,8 @@ class StageQueue:
             for job in batch:
                 self._running.discard(job.state.id)
             self._cond.notify_all()
+        if self.served_by is not None:
+            self.served_by.wake()  # the request's next item may be ready for its workers
 
     def _drop_cancelled(self) -> None:
         live = [entry for entry in self._items if not entry[1].state.cancelled]
@@ -386,15 +465,26 @@ class BulkPromotion:
 
 
 def drain(queue: StageQueue, on_batch: Callable[[list[Job]], None], lane: str = ANY,
-          promotion: BulkPromotion | None = None) -> None:
+          promotion: BulkPromotion | None = None,
+          on_served: Callable[[StageQueue, list[Job]], None] | None = None) -> None:
     """Worker loop: take batches of `lane` (rule 7) until the queue closes, handing each to
-    `on_batch`; a bulk worker with `promotion` has each run watched until it turns urgent."""
+    `on_batch`, and a batch of a queue it serves (rule 8) to `on_served` with that queue; a
+    bulk worker with `promotion` has each run watched until it turns urgent."""
     _LANE.name = lane
     tid = threading.get_native_id()
     while True:
-        batch = queue.next_batch(lane=lane)
+        source, batch = queue.next_work(lane=lane)
         if not batch:
             return
+        if source is not queue:
+            if on_served is None:
+                raise RuntimeError(f"a worker of {queue.stage.name} took work of "
+                                   f"{source.stage.name} with nothing to run it")
+            try:
+                on_served(source, batch)
+            finally:
+                source.done(batch)
+            continue
         watch = None
         if promotion is not None:
             until = queue.until_urgent(batch)

@@ -53,6 +53,9 @@ class Stage(ABC):
         bulk_nice: how much lower the bulk workers' priority is (Linux nice steps, 1-19).
         bulk_promotion: a bulk run whose items turn urgent while it runs gets the fast
             lane's priority back, where the process may raise it (`voxflow.engine.promotion`).
+        serves_next: its workers also take the next stage's items, by playback deadline
+            (scheduler rule 8: the next stage's urgent head before a later own item, any of
+            its items when none of ours is ready); the next stage may then have 0 `workers`.
     """
 
     name: ClassVar[str]
@@ -61,6 +64,7 @@ class Stage(ABC):
     in_order: ClassVar[bool] = False
     serial_segments: ClassVar[bool] = False
     counts_waiting: ClassVar[bool] = False
+    serves_next: bool = False
 
     def __init__(
         self, max_batch_size: int = 1, max_batch_cost: int | None = None, workers: int = 1,

@@ -154,6 +154,7 @@ class PiperAcousticStage(Stage):
         s = family.settings
         super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers, s.bulk_workers,
                          s.bulk_nice, s.bulk_promotion)
+        self.serves_next = s.shares_workers  # the decoder stage's windows too (rule 8)
         self._family = family
         self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
                                 s.first_chunk_frames, s.flow_pad_frames,
@@ -445,8 +446,9 @@ class PiperDecoderStage(Stage):
 
     def __init__(self, family: PiperFamily):
         s = family.settings
-        super().__init__(s.max_batch_size, None, s.workers, s.bulk_workers, s.bulk_nice,
-                         s.bulk_promotion)
+        # with shared workers the acoustic stage's run its windows (scheduler rule 8)
+        super().__init__(s.max_batch_size, None, 0 if s.shares_workers else s.workers,
+                         s.bulk_workers, s.bulk_nice, s.bulk_promotion)
         self._family = family
 
     def urgent_in(self, item: StageItem, slack_s: float, audio_flowing: bool) -> float:

@@ -40,11 +40,22 @@ class PiperSettings(BaseModel):
     )
     workers: int = Field(
         2, ge=1, le=64,
-        description="Acoustic worker threads, and as many decoder workers (total compute "
-        "threads: `workers * intra_op_threads`). On 2 cores, 3 raised the share of requests with "
+        description="Acoustic worker threads; with `shared_workers` they run the decoder "
+        "stage's windows too, else as many decoder workers again (compute threads: `workers * "
+        "intra_op_threads`, twice that without `shared_workers`). On 2 cores, 3 raised the share of requests with "
         "first audio within 1 s at 3.6 requests/s from 0.78 to 0.89 (open-loop probe) but a "
         "lone five-sentence request then stalled (its later sentences' decodes took the cores "
         "from its first sentence's windows: stall rate 0.80 against 0.00 with 2).",
+    )
+    shared_workers: bool = Field(
+        True,
+        description="The acoustic stage's `workers` also run the decoder stage's windows "
+        "(scheduler rule 8): a window goes ahead of the worker's own next segment when it is "
+        "urgent (`urgent_margin_s`) and due first, and any window runs when no segment is "
+        "ready. The decoder stage then has no workers of its own: `workers` compute threads "
+        "in all, each run started in playback-deadline order, where separate decoder "
+        "workers made four threads share two cores whatever their deadlines. false: as many "
+        "decoder workers again. Ignored with `bulk_workers`.",
     )
     solo_threads: int = Field(
         2, ge=0, le=256,
@@ -203,6 +214,12 @@ class PiperSettings(BaseModel):
     # benchmarks/speed_range.py: speed 0.9 -> +5.9% too long, 1.1 -> -5.5%, 0.5 -> +15%).
     native_speed_min: float = shared.native_speed_min(1.0)
     native_speed_max: float = shared.native_speed_max(1.0)
+
+    @property
+    def shares_workers(self) -> bool:
+        """Whether the acoustic stage's workers run the decoder stage's windows too, which then
+        has none of its own (`shared_workers`; not with lanes, `bulk_workers`)."""
+        return self.shared_workers and not self.bulk_workers
 
     @model_validator(mode="after")
     def _check(self) -> PiperSettings:
