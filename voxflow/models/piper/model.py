@@ -438,7 +438,8 @@ class PiperDecoderStage(Stage):
     two windows side by side on one-thread sessions left a lone request at 0.63x its audio-s/s
     (`bench compare`, concurrency 1); under load other requests' windows fill the workers.
     Only windows of one voice and one shape batch (a padded window would change the samples at
-    a segment's true end).
+    a segment's true end). With `shared_workers` (the default) the stage has no threads of its
+    own: the acoustic stage's workers run its windows, by deadline (scheduler rule 8).
     """
 
     name = "decoder"
@@ -446,7 +447,7 @@ class PiperDecoderStage(Stage):
 
     def __init__(self, family: PiperFamily):
         s = family.settings
-        # with shared workers the acoustic stage's run its windows (scheduler rule 8)
+        # with shared workers the acoustic stage's workers run its windows (scheduler rule 8)
         super().__init__(s.max_batch_size, None, 0 if s.shares_workers else s.workers,
                          s.bulk_workers, s.bulk_nice, s.bulk_promotion)
         self._family = family

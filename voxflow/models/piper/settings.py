@@ -42,8 +42,9 @@ class PiperSettings(BaseModel):
         2, ge=1, le=64,
         description="Acoustic worker threads; with `shared_workers` they run the decoder "
         "stage's windows too, else as many decoder workers again (compute threads: `workers * "
-        "intra_op_threads`, twice that without `shared_workers`). On 2 cores, 3 raised the share of requests with "
-        "first audio within 1 s at 3.6 requests/s from 0.78 to 0.89 (open-loop probe) but a "
+        "intra_op_threads`, twice that without `shared_workers`). On 2 cores, 3 raised the "
+        "share of requests with first audio within 1 s at 3.6 requests/s from 0.78 to 0.89 "
+        "(open-loop probe) but a "
         "lone five-sentence request then stalled (its later sentences' decodes took the cores "
         "from its first sentence's windows: stall rate 0.80 against 0.00 with 2).",
     )
