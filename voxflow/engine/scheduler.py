@@ -250,13 +250,12 @@ class StageQueue:
                 if self._closed:
                     return self, []
                 now = time.perf_counter()
-                own = min((_priority(job, seq, now) for seq, job in self._items
-                           if self._ready(job, now, lane)), default=None)
-                lent = served.lend(own, now)
+                entries = self._ready_entries(now, lane)
+                lent = served.lend(entries[0][0] if entries else None, now)
                 if lent:
                     return served, lent
-                if own is not None:
-                    batch = self._form_batch(None, lane)
+                if entries:
+                    batch = self._form_batch(None, lane, entries)
                     self._update_depth()
                     return self, batch
                 self._cond.wait(_sooner(self._until_due(None), served.until_urgent_any()))
@@ -268,17 +267,16 @@ class StageQueue:
         otherwise."""
         with self._cond:
             self._drop_cancelled()
-            ready = [(_priority(job, seq, now), job) for seq, job in self._items
-                     if self._ready(job, now)]
+            ready = self._ready_entries(now)
             if self._closed or not ready:
                 return []
-            head_priority, head = min(ready, key=lambda entry: entry[0])
+            head_priority, head = ready[0]
             # a stream with audio to spare waits until urgent; a newcomer already late
             # (never urgent: inf) goes by priority like the rest
             spare = 0 < self._urgent_in(head, now) < float("inf")
             if own is not None and (spare or head_priority >= own):
                 return []
-            batch = self._form_batch()
+            batch = self._form_batch(entries=ready)
             self._update_depth()
             return batch
 
@@ -376,15 +374,17 @@ class StageQueue:
         expected = self._expected.get(request_id, ((0, 0), None))[0]
         return request_id not in self._running and (job.item.segment, job.item.part) == expected
 
-    def _form_batch(self, limit: int | None = None, lane: str = ANY) -> list[Job]:
+    def _ready_entries(self, now: float, lane: str = ANY) -> list[tuple[Priority, Job]]:
+        """The items ready for `lane`'s worker now, by priority (rules 2, 5-7)."""
+        return sorted(((_priority(job, seq, now), job) for seq, job in self._items
+                       if self._ready(job, now, lane)), key=lambda entry: entry[0])
+
+    def _form_batch(self, limit: int | None = None, lane: str = ANY,
+                    entries: list[tuple[Priority, Job]] | None = None) -> list[Job]:
         stage = self.stage
         size = stage.max_batch_size if limit is None else min(limit, stage.max_batch_size)
-        now = time.perf_counter()
-        entries = sorted(
-            ((_priority(job, seq, now), job) for seq, job in self._items
-             if self._ready(job, now, lane)),
-            key=lambda entry: entry[0],
-        )
+        if entries is None:
+            entries = self._ready_entries(time.perf_counter(), lane)
         if not entries or size < 1:
             return []
         head = entries[0][1]
