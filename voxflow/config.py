@@ -197,10 +197,31 @@ class EngineSettings(_Strict):
         "seconds after arrival.",
     )
     continuation_lead_s: float = Field(
-        1.0, ge=0,
+        0.5, ge=0,
         description="Deadline scheduling: a stream's next segment is due this many seconds "
         "before its audio so far has played out.",
     )
+    running_dry_s: float = Field(
+        1.0, ge=0,
+        description="Deadline scheduling: a stream with less audio than this left to play is "
+        "running dry and goes ahead of every first segment already late (scheduler rule 2); "
+        "at least `continuation_lead_s`.",
+    )
+    late_first_yields: bool = Field(
+        True,
+        description="Deadline scheduling: a first segment past its due (its listener's first "
+        "audio already late) yields to first segments still on time, so a burst costs the "
+        "service level of the fewest listeners; under saturation a late first audio then "
+        "waits until the load falls (docs/architecture.md). false: it keeps its place by due.",
+    )
+
+    @model_validator(mode="after")
+    def _check_deadlines(self) -> EngineSettings:
+        if self.running_dry_s < self.continuation_lead_s:
+            raise ValueError(
+                f"running_dry_s ({self.running_dry_s}) must be at least continuation_lead_s "
+                f"({self.continuation_lead_s}): a stream due must count as running dry")
+        return self
     memory_headroom_mb: int | None = Field(
         400, ge=0,
         description="Memory budget: resident memory (MB, 10**6 bytes) allowed above what the "

@@ -22,7 +22,7 @@ from collections.abc import Hashable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from voxflow.engine.request import RequestState, SpeechRequest
+from voxflow.engine.request import Deadlines, RequestState, SpeechRequest
 from voxflow.engine.scheduler import Job
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
 from voxflow.stages.items import StageBatch, StageItem
@@ -165,13 +165,13 @@ class Recorder:
 
 def make_state(
     voice: str = "alice", seed: int | None = None, speed: float = 1.0, text: str = "x",
-    streamed: bool = True,
+    streamed: bool = True, deadlines: Deadlines | None = None,
 ) -> tuple[RequestState, Recorder]:
     """A fresh request state (arrival order = creation order) and its recording sink;
-    `streamed` False: a whole-file response."""
+    `streamed` False: a whole-file response; `deadlines` None: the defaults."""
     request = SpeechRequest("fake", text, voice, speed=speed, seed=seed, streamed=streamed)
     sink = Recorder()
-    return RequestState(request, seed if seed is not None else 0, 8000, sink), sink
+    return RequestState(request, seed if seed is not None else 0, 8000, sink, deadlines), sink
 
 
 def job(state: RequestState, segment: int, payload, part: int = 0, final: bool = True) -> Job:

@@ -244,3 +244,10 @@ def test_settings_are_frozen():
     with pytest.raises(ValueError):
         s.server.port = 1
     assert isinstance(s, Settings)
+
+
+def test_running_dry_below_the_continuation_lead_is_an_error():
+    message = _error(overrides={"engine.running_dry_s": 0.3})
+    assert "running_dry_s (0.3) must be at least continuation_lead_s (0.5)" in message
+    s = load_settings(None, {"engine.running_dry_s": 0.5})
+    assert s.engine.running_dry_s == 0.5 and s.engine.late_first_yields is True

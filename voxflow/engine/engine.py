@@ -446,7 +446,8 @@ class Engine:
 
         seed = request.seed if request.seed is not None else secrets.randbits(63)
         voice = family.voices[request.voice]
-        deadlines = Deadlines(cfg.ttfa_target_s, cfg.continuation_lead_s)
+        deadlines = Deadlines(cfg.ttfa_target_s, cfg.continuation_lead_s, cfg.running_dry_s,
+                              cfg.late_first_yields)
         state = RequestState(request, seed, voice.sample_rate, sink, deadlines,
                              listener_ends_at=listener_ends_at)
         state.document = document

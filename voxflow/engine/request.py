@@ -104,11 +104,18 @@ class Deadlines:
         ttfa_target_s: how long a new request's first segment may wait before it is due.
         continuation_lead_s: how long before a stream's audio runs out its next segment is due
             (its synthesis time, roughly: a 120-character segment takes 0.1-0.3 s here).
+        running_dry_s: a stream with less audio than this left to play is running dry: it
+            goes ahead of first segments already late (scheduler rule 2). At least
+            `continuation_lead_s`.
+        late_first_yields: a first segment past its due (its listener's first audio already
+            late) yields to first segments still on time; False: it keeps its place by due.
         segment_estimate_s: assumed audio length of a segment not yet synthesized.
     """
 
     ttfa_target_s: float = 1.0
-    continuation_lead_s: float = 1.0
+    continuation_lead_s: float = 0.5
+    running_dry_s: float = 1.0
+    late_first_yields: bool = True
     segment_estimate_s: float = 2.0
 
 
@@ -261,6 +268,19 @@ class RequestState:
             start = self._played_out(self.first_audio_at) - d.continuation_lead_s
             ahead = max(segment_index - self._next_segment, 0)
         return start + ahead * d.segment_estimate_s
+
+    def rank(self, segment_index: int, now: float) -> tuple[int, float]:
+        """Scheduler rule 2's (tier, due) for segment `segment_index`: tier 0 goes first, each
+        tier by due (`due`). Tier 0: a stream running dry (less than `running_dry_s` of audio
+        left to play, `slack`) and, with `late_first_yields`, a first segment still on time
+        (not past due); tier 1: a stream with audio to spare and a first segment already
+        late."""
+        d = self._deadlines
+        due = self.due(segment_index, now)
+        if self.audio_flowing:
+            dry = due + d.continuation_lead_s - now < d.running_dry_s
+            return (0 if dry else 1), due
+        return (0 if d.late_first_yields and due > now else 1), due
 
     def slack(self, segment_index: int, now: float) -> float:
         """Seconds from `now` until segment `segment_index` must have audio out, or its

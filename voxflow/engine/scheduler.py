@@ -2,15 +2,20 @@
 
 Policy, applied each time a worker asks for work (`StageQueue.next_batch`):
 1. Items of cancelled requests are dropped (and counted), never run.
-2. Priority: earliest playback deadline first (`RequestState.due`). A request's first segment
-   is due when it arrives (plus `ttfa_target_s`); a later segment is due when the audio already
-   sent to its listener runs out (less `continuation_lead_s`, the head start its synthesis
-   needs). So new requests go ahead of streams that still have audio to play, but a stream about
-   to run dry goes ahead of newer arrivals: neither time to first audio nor continuity starves.
-   A stream that is due (less than the lead of audio left to play) goes ahead of every first
-   segment, however late: under overload every first segment is past due, and by due time
-   alone they outranked streams already playing, which then went silent mid-utterance (closed
-   loop, concurrency 16: 17% of requests stalled, about 1 s each).
+2. Priority: two tiers, each by earliest playback deadline (`RequestState.due`, `rank`). A
+   request's first segment is due when it arrives (plus `ttfa_target_s`); a later segment is
+   due when the audio already sent to its listener runs out (less `continuation_lead_s`, the
+   head start its synthesis needs). First tier: streams running dry (less than
+   `running_dry_s` of audio left to play) and first segments still on time; second: streams
+   with audio to spare and first segments already late. So a newcomer goes ahead of a stream
+   with audio to spare, a stream about to run dry and a newcomer go by due, and a stream
+   running dry goes ahead of every first segment already late: under overload every first
+   segment is past due, and by due time alone they outranked streams already playing, which
+   then went silent mid-utterance (closed loop, concurrency 16: 17% of requests stalled,
+   about 1 s each). A late first segment also yields to first segments still on time
+   (`late_first_yields`): its listener's service level is missed whatever runs next, and
+   running it first made a burst of arrivals miss the next ones' too (open loop near
+   capacity, docs/benchmarks.md); under saturation a late one waits until the load falls.
    Ties: request arrival order, then segment order.
 3. The head item picks the batch key; later items join only with an equal key (same voice and
    compatible options), up to `max_batch_size` items and ``len(batch) * max(cost) <=
@@ -100,11 +105,10 @@ Priority = tuple[int, float, int, int, int, int]
 
 
 def _priority(job: Job, seq: int, now: float) -> Priority:
-    """Sort key: streams about to run dry first (rule 2), then earliest due."""
+    """Sort key (rule 2): tier (`RequestState.rank`), then earliest due, then arrival."""
     item, state = job.item, job.state
-    due = state.due(item.segment, now)
-    running_dry = state.audio_flowing and due <= now
-    return (0 if running_dry else 1, due, state.arrival, item.segment, item.part, seq)
+    tier, due = state.rank(item.segment, now)
+    return (tier, due, state.arrival, item.segment, item.part, seq)
 
 
 def stage_batch(jobs: list[Job], stage: Stage, isolated: bool = False,
