@@ -84,7 +84,7 @@ def test_a_delivery_wakes_a_worker_waiting_on_held_segments():
 
 def test_a_held_segment_runs_once_due_even_if_its_earlier_one_is_not_delivered():
     # segment 0 delivered its first part only (0.2 s of audio); the rest of it is taken to
-    # bring one segment estimate (2 s) more, so segment 1 is due 1 s (the continuation lead)
+    # bring one segment estimate (2 s) more, so segment 1 is due 0.5 s (the continuation lead)
     # before 2.2 s after the first audio, segment 2 one estimate later
     q = _queue()
     state, _ = make_state()
@@ -93,12 +93,12 @@ def test_a_held_segment_runs_once_due_even_if_its_earlier_one_is_not_delivered()
     q.put(job(state, 2, "x"))
     state.deliver(0, np.zeros(1600, np.float32), part=0, final=False)
     assert state.segments_delivered == 0 and state.first_audio_at is not None
-    assert q.next_batch(timeout=0) == []  # due in 1.2 s: held
-    state.first_audio_at -= 1.5  # due 0.3 s ago
+    assert q.next_batch(timeout=0) == []  # due in 1.7 s: held
+    state.first_audio_at -= 2.0  # due 0.3 s ago
     assert _segments(q.next_batch(timeout=0)) == [1]
-    # segment 2 is due 3.2 s after the first audio: now in about 0.15 s; a waiting worker
+    # segment 2 is due 3.7 s after the first audio: now in about 0.15 s; a waiting worker
     # gets it then, with no delivery to wake it
-    state.first_audio_at = time.perf_counter() - 3.05
+    state.first_audio_at = time.perf_counter() - 3.55
     started = time.perf_counter()
     assert _segments(q.next_batch(timeout=5)) == [2]
     waited = time.perf_counter() - started
