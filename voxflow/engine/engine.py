@@ -111,6 +111,8 @@ class Engine:
         self._promotion_refused = False  # said once in the log (`_bulk_promotion`)
         self.aliases = Aliases.from_settings(settings)
         cfg = settings.engine
+        self._deadlines = Deadlines(cfg.ttfa_target_s, cfg.continuation_lead_s,
+                                    cfg.running_dry_s, cfg.late_first_yields)
         self.admission = Admission(cfg.max_inflight_requests, cfg.max_queued_requests,
                                    cfg.retry_after_s, self.metrics.inflight, self.metrics.waiting)
         self.started_at = time.monotonic()
@@ -446,9 +448,7 @@ class Engine:
 
         seed = request.seed if request.seed is not None else secrets.randbits(63)
         voice = family.voices[request.voice]
-        deadlines = Deadlines(cfg.ttfa_target_s, cfg.continuation_lead_s, cfg.running_dry_s,
-                              cfg.late_first_yields)
-        state = RequestState(request, seed, voice.sample_rate, sink, deadlines,
+        state = RequestState(request, seed, voice.sample_rate, sink, self._deadlines,
                              listener_ends_at=listener_ends_at)
         state.document = document
         state.on_end(self._releaser(request.model, state.id))

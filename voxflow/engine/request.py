@@ -278,8 +278,7 @@ class RequestState:
         d = self._deadlines
         due = self.due(segment_index, now)
         if self.audio_flowing:
-            dry = due + d.continuation_lead_s - now < d.running_dry_s
-            return (0 if dry else 1), due
+            return (0 if self._slack_at(due, now) < d.running_dry_s else 1), due
         return (0 if d.late_first_yields and due > now else 1), due
 
     def slack(self, segment_index: int, now: float) -> float:
@@ -287,8 +286,12 @@ class RequestState:
         listener waits: its first audio's target (arrival plus the TTFA target) before any
         audio; once audio flows, when the audio sent so far has played out (`due` without the
         continuation lead). Negative: already late."""
+        return self._slack_at(self.due(segment_index, now), now)
+
+    def _slack_at(self, due: float, now: float) -> float:
+        """`slack` from a segment's `due` (computed once by the caller)."""
         lead = self._deadlines.continuation_lead_s if self.audio_flowing else 0.0
-        return self.due(segment_index, now) + lead - now
+        return due + lead - now
 
     def set_segment_plan(self, pauses_after: dict[int, float], lead_silence_s: float) -> None:
         """Called with the front end's plan (`voxflow.stages.outputs.Segments`) before its
