@@ -4,7 +4,10 @@
 # 1. the machine's ceiling: raw ONNX Runtime audio-s/s of the joe voice, no server (sweep, then
 #    its best configuration measured 3 more times: the ceiling is their median); and the same on
 #    voxflow's split graph (its NCHWc decoder) in that configuration;
-# 2. the compute floor of a lone request's first audio, in process;
+# 2. the compute floor of a lone request's first audio, in process, in rounds alternating with
+#    the same texts one at a time over HTTP to one voxflow server (the floor moves by about
+#    10 ms from one minute to the next on this host: only a paired figure says how far above
+#    it a lone request's TTFA is);
 # 3. closed loop, voxflow against piper-tts's own server, 3 starts each (bench compare), and
 #    voxflow with lanes (scheduler rule 7, `bulk_workers: 2`) as a third arm;
 # 4. open loop: capacity at 99% goodput (first audio within 1 s, no stall), the same three
@@ -68,8 +71,25 @@ if want 4 || want 5; then  # Piper's open-loop steps start from step 1's bound
 fi
 
 if want 2; then
-echo "== 2. compute floor of first audio (in process)"
-"$V/python" benchmarks/first_audio_floor.py --repeats 2 --json "$OUT/floor.json"
+echo "== 2. compute floor of first audio (in process), paired with TTFA over HTTP"
+"$V/voxflow" serve --config configs/piper.yaml --port 8767 > "$OUT/floor-server.log" 2>&1 &
+floor_pid=$!
+for _ in $(seq 120); do
+  curl -sf http://127.0.0.1:8767/health | grep -q '"ready"' && break; sleep 1
+done
+for round in 1 2 3; do  # all 30 texts each way, the in-process engine first
+  "$V/python" benchmarks/first_audio_floor.py --repeats 1 --json "$OUT/floor-$round.json"
+  "$V/voxflow" bench run --url http://127.0.0.1:8767 --concurrency 1 --per-level 30 \
+    --warmup 2 --out "$OUT/floor-http-$round.json" > /dev/null
+  "$V/python" - "$OUT/floor-$round.json" "$OUT/floor-http-$round.json" <<'PY'
+import json, sys
+floor = json.load(open(sys.argv[1]))["first_p50_s"]
+http = json.load(open(sys.argv[2]))["cases"]["sentences"][0]["repeats"][0]["ttfa_p50"]
+print(f"floor p50 {floor * 1000:.1f} ms, TTFA p50 over HTTP {http * 1000:.1f} ms: "
+      f"{(http - floor) * 1000:+.1f} ms")
+PY
+done
+kill $floor_pid; wait $floor_pid || true
 fi
 
 if want 3; then
