@@ -120,6 +120,35 @@ class WorkingSetGate:
             held[0] = nbytes
             self._cond.notify_all()
 
+    def try_raise(self, nbytes: int) -> bool:
+        """Raise the calling thread's innermost reservation (its `hold` block) to `nbytes` if
+        that fits now and no run is waiting for room; never waits.
+
+        For a run that may take a path needing more than it reserved (a lone Piper segment
+        synthesized whole, `voxflow.models.piper.whole`): it takes that path only when this
+        returns True.
+
+        Returns:
+            True: the reservation is at least `nbytes` now, or there is no limit; False:
+            unchanged (it would not fit, runs are waiting, or the thread holds nothing under
+            a limit).
+        """
+        stack = self._held_stack()
+        if not stack:
+            return self._capacity is None
+        held = stack[-1]
+        nbytes = max(0, int(nbytes))
+        if nbytes <= held[0]:
+            return True
+        with self._cond:
+            more = nbytes - held[0]
+            cap = self._capacity
+            if cap is not None and (self._queue or self._reserved + more > cap):
+                return False
+            self._reserved += more
+            held[0] = nbytes
+            return True
+
     def _held_stack(self) -> list[list[int]]:
         """The calling thread's reservations, innermost last (one `[bytes]` per `hold`)."""
         stack = getattr(self._local, "stack", None)

@@ -162,6 +162,48 @@ def test_a_run_that_shrinks_its_reservation_admits_a_waiter_that_now_fits():
     assert gate.reserved == 0
 
 
+def test_a_run_raises_its_reservation_only_where_it_fits_now_and_no_one_waits():
+    gate = WorkingSetGate(100 * MIB)
+    assert not gate.try_raise(10 * MIB)  # outside a hold under a limit: nothing to raise
+    assert gate.reserved == 0
+    with gate.hold(30 * MIB):
+        assert gate.try_raise(20 * MIB)  # already holds more: unchanged
+        assert gate.reserved == 30 * MIB
+        assert gate.try_raise(90 * MIB)
+        assert gate.reserved == 90 * MIB
+        assert not gate.try_raise(101 * MIB)  # over the capacity: unchanged, no wait
+        assert gate.reserved == 90 * MIB
+    assert gate.reserved == 0  # the hold returned what it held at its end
+
+    log, go, release = [], threading.Event(), threading.Event()
+
+    def run() -> None:
+        with gate.hold(60 * MIB):
+            go.wait(5)
+            log.append(gate.try_raise(70 * MIB))  # fits the capacity, but b waits for room
+            release.wait(5)
+
+    a = threading.Thread(target=run, daemon=True)
+    a.start()
+    _wait_for(lambda: gate.reserved == 60 * MIB)
+    b_go = threading.Event()
+    b = _start(gate, 50 * MIB, log, "b", b_go)
+    _wait_for(lambda: gate.waits == 1)
+    go.set()
+    _wait_for(lambda: bool(log))
+    assert log == [False] and gate.reserved == 60 * MIB
+    release.set()
+    _wait_for(lambda: "start b" in log)
+    b_go.set()
+    a.join(5)
+    b.join(6)
+    assert gate.reserved == 0
+    unlimited = WorkingSetGate(None)  # no limit: nothing to reserve against
+    assert unlimited.try_raise(1 << 40)
+    with unlimited.hold(MIB):
+        assert unlimited.try_raise(1 << 40)
+
+
 def test_kokoro_predicts_2_mib_per_token_divided_by_the_speed():
     assert kokoro_memory.run_bytes(120, 1.0) == 4 * MIB + 2 * MIB * 120
     assert kokoro_memory.run_bytes(93, 0.6) == 4 * MIB + int(2 * MIB * 93 / 0.6)

@@ -328,20 +328,6 @@ def _ort_options(threads: int) -> Any:
     return options
 
 
-def whole_piper_graph(onnx_path: Path) -> bytes:
-    """The voice's graph with its durations (the one `Ceil` output) also a graph output."""
-    import onnx
-    from onnx import TensorProto, helper
-
-    model = onnx.load(str(onnx_path))
-    ceils = [n for n in model.graph.node if n.op_type == "Ceil"]
-    if len(ceils) != 1:
-        raise ValueError(f"{onnx_path}: expected one Ceil node (durations), found {len(ceils)}")
-    model.graph.output.append(helper.make_tensor_value_info(
-        ceils[0].output[0], TensorProto.FLOAT, ["batch", 1, "phonemes"]))
-    return model.SerializeToString()
-
-
 def _piper_runner(work: Work, threads: int) -> Runner:
     import onnxruntime as ort
 
@@ -372,7 +358,10 @@ def _piper_runner(work: Work, threads: int) -> Runner:
 
         return run_split
 
-    session = ort.InferenceSession(whole_piper_graph(path), _ort_options(threads),
+    from voxflow.models.piper.whole import whole_piper_graph
+
+    session = ort.InferenceSession(whole_piper_graph(path).SerializeToString(),
+                                   _ort_options(threads),
                                    providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     scales = np.asarray([config.noise_scale, config.length_scale, config.noise_w_scale],

@@ -75,8 +75,9 @@ class TextFrontendStage(Stage):
             item: the request's item (`item.request`: voice, language).
             run: the run; `run.phonemes` (IPA) replaces `run.text` for families that take
                 phonemes, others speak `run.text`.
-            first: True while no earlier run produced a segment: the family may cap this
-                run's first segment shorter, for time to first audio.
+            first: True while no earlier run produced a segment, in a streamed (or seeded)
+                request: the family may cap this run's first segment shorter, for time to
+                first audio.
         """
 
     def _plan(self, item: StageItem) -> Segments | InvalidRequestError:
@@ -86,9 +87,12 @@ class TextFrontendStage(Stage):
         speeds: dict[int, float] = {}
         pauses: dict[int, float] = {}
         lead = document.lead_silence_s
+        # a whole (non-streamed) response has no first audio to hurry: no shorter first
+        # segment, so no extra run; a seeded one keeps the streamed cut (same bytes either way)
+        hurry = item.request.streamed or item.request.seeded
         for run in document.runs:
             if run.text.strip() or run.phonemes:
-                payloads = self.run_segments(item, run, first=not segments)
+                payloads = self.run_segments(item, run, first=hurry and not segments)
                 for payload in payloads:
                     if run.rate != 1.0:
                         speeds[len(segments)] = request_speed * run.rate

@@ -37,6 +37,7 @@ from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_c
 from voxflow.models.piper.pace import DecodePace, EarlyWindow, urgent_in
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.models.piper.synth import Encoded, decode_in_line, encode_batch
+from voxflow.models.piper.whole import WholeGraph
 from voxflow.models.place import place_words
 from voxflow.models.solo import CPU_RUNS, pick_session
 from voxflow.models.words import word_times
@@ -57,6 +58,8 @@ class PiperVoiceModel:
     graph: RewrittenGraph
     # More threads, for a segment that runs alone (None when solo_threads is off).
     solo_graph: RewrittenGraph | None = None
+    # The packaged graph, for a lone segment that needs no early audio (None: whole_alone off).
+    whole: WholeGraph | None = None
 
 
 def _voice_files(settings: PiperSettings) -> dict[str, Path]:
@@ -86,8 +89,11 @@ def load_voice(voice_id: str, onnx_path: Path, settings: PiperSettings) -> Piper
     if settings.solo_threads > settings.intra_op_threads:
         solo = load_graph(onnx_path, settings.solo_threads, settings.inter_op_threads, spin=False,
                           nchwc=settings.decoder_nchwc)
+    whole = None
+    if settings.whole_alone and solo is not None:
+        whole = WholeGraph.load(onnx_path, config, settings.solo_threads)
     voice = Voice(voice_id, language, config.sample_rate, "piper")
-    return PiperVoiceModel(voice, config, graph, solo)
+    return PiperVoiceModel(voice, config, graph, solo, whole)
 
 
 class PiperFrontendStage(TextFrontendStage):
@@ -251,8 +257,43 @@ class PiperAcousticStage(Stage):
 
     def events(self) -> dict[str, int]:
         """``early_first_window``: segments that streamed their first window ahead under load
-        to meet their playback deadline (`pace.EarlyWindow`)."""
-        return {"early_first_window": self._family.pace.early_windows}
+        to meet their playback deadline (`pace.EarlyWindow`); ``whole_alone``: lone segments
+        synthesized by the voice's packaged graph (`_goes_whole`)."""
+        whole = sum(v.whole.runs for v in self._family.voice_models.values()
+                    if v.whole is not None)
+        return {"early_first_window": self._family.pace.early_windows, "whole_alone": whole}
+
+    def _goes_whole(self, voice: PiperVoiceModel, batch: StageBatch, native: float) -> bool:
+        """Whether a batch that starts alone may run the voice's packaged graph
+        (`whole_alone`, `voxflow.models.piper.whole`): one segment of a whole (non-streamed)
+        response, unseeded, at the native speed, without word timestamps. Its listener hears
+        nothing before the last segment, so the split graph's windows buy nothing; a stream's
+        segments keep them, so a newcomer's first segment can still go between the encoder
+        and the decoder of a lone stream's run (rule 2). The run's memory is then raised to
+        the whole segment's decode (`_whole_bytes`), or it stays on the split graph."""
+        if voice.whole is None or len(batch) != 1:
+            return False
+        item = batch[0]
+        request = item.request
+        return not (request.streamed or request.seeded or request.timestamps
+                    or item.speed != native)
+
+    @staticmethod
+    def _whole_bytes(item: StageItem, native: float) -> int:
+        """Predicted peak of synthesizing `item`'s segment whole: its encoder and the
+        decoder over all its frames at once (`memory`)."""
+        ids = int(item.payload.phoneme_ids.size)
+        return memory.encoder_bytes(1, ids) + memory.decode_bytes(memory.segment_frames(ids,
+                                                                                      native))
+
+    def _run_whole(self, voice: PiperVoiceModel, item: StageItem, native: float) -> Next:
+        """`item`'s segment synthesized whole by the voice's packaged graph, passed on."""
+        assert voice.whole is not None
+        audio, _ = voice.whole.synthesize(item.payload.phoneme_ids,
+                                          voice.config.length_scale / native)
+        _trace(item, audio.size // voice.config.hop_length, float("inf"), "alone, whole graph")
+        # through the decoder stage (which passes it on), as every segment goes (rule 5)
+        return Next(audio)
 
     def run(self, batch: StageBatch) -> list:
         voice = self._family.voice_models[batch[0].request.voice]
@@ -261,6 +302,9 @@ class PiperAcousticStage(Stage):
         native = self.native_speed(batch[0])
         seeded = any(item.request.seeded for item in batch)
         with self._family.runs.run() as alone:
+            if alone and self._goes_whole(voice, batch, native) and GATE.try_raise(
+                    self._whole_bytes(batch[0], native)):
+                return [self._run_whole(voice, batch[0], native)]
             graph = pick_graph(voice, alone, seeded)
             encoded = encode_batch(graph, voice.config, rows, seeds, native,
                                    self._family.settings.noise_frames_per_phoneme)

@@ -65,6 +65,16 @@ class PiperSettings(BaseModel):
         "requests always use the `intra_op_threads` session: their bytes must not depend on "
         "the load.",
     )
+    whole_alone: bool = Field(
+        True,
+        description="A segment of a whole (non-streamed) response that runs alone, unseeded, "
+        "at the voice's native speed and without word timestamps runs the voice's packaged "
+        "graph in one session on `solo_threads` threads (`voxflow.models.piper.whole`) "
+        "instead of the split graph's three, where the memory budget has room for its whole "
+        "decode: 21.15 against 15.68 audio-s/s on two threads (docs/benchmarks.md). Needs "
+        "`solo_threads` >= 2; loads one more session of each voice (its own copy of the "
+        "weights, about 60 MiB).",
+    )
     max_batch_size: int = Field(
         1, ge=1, le=64, description="Most segments in one acoustic run (1 = no batching)."
     )
