@@ -69,6 +69,25 @@ def test_small_initializers_stay_in_the_graph(tiny_voice_dir):
     assert weights.nbytes == sum(sizes[n] for n in weights.arrays)
 
 
+def test_weights_equal_to_another_graphs_are_its_arrays_and_changed_ones_are_copied(
+        tiny_voice_dir):
+    first = SharedWeights(onnx.load(str(tiny_voice_dir / "tiny.onnx")), min_bytes=64)
+    model = onnx.load(str(tiny_voice_dir / "tiny.onnx"))
+    changed = next(i for i in model.graph.initializer if len(i.raw_data) >= 64)
+    array = onnx.numpy_helper.to_array(changed).copy()
+    array.flat[0] += 1  # same name, other values (as a re-laid-out decoder weight)
+    changed.CopyFrom(onnx.numpy_helper.from_array(array, changed.name))
+    second = SharedWeights(model, min_bytes=64, share=[first])
+    assert set(second.arrays) == set(first.arrays)
+    for name, a in second.arrays.items():
+        if name == changed.name:
+            assert a is not first.arrays[name] and np.array_equal(a, array)
+            assert second.values[name] is not first.values[name]
+        else:
+            assert a is first.arrays[name]  # one copy for both graphs' sessions
+            assert second.values[name] is first.values[name]
+
+
 class FakeSession:
     def __init__(self):
         self.calls = []

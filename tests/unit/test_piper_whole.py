@@ -117,3 +117,15 @@ def test_only_a_streamed_or_seeded_request_cuts_its_first_sentence_short(
     [plan] = PiperFrontendStage(family).run([StageItem(state.info, -1, parse_input(OFFICE))])
     assert [s.text for s in plan.payloads][-1] == "See you then."
     assert len(plan.payloads) == segments
+
+
+def test_the_packaged_session_uses_the_split_graphs_weights_where_they_are_equal(family):
+    voice = family.voice_models["tiny"]
+    split = voice.graph.source
+    theirs = {id(a) for part in (split.encoder, split.flow, split.decoder)
+              for a in part.weights.arrays.values()}
+    mine = voice.whole.session.weights.arrays
+    shared = [name for name, a in mine.items() if id(a) in theirs]
+    assert shared  # the text encoder's weights at least: one copy in the process
+    assert all(n in split.encoder.weights.arrays or n in split.flow.weights.arrays
+               or n in split.decoder.weights.arrays for n in shared)

@@ -122,13 +122,28 @@ class SharedWeights:
     has nothing to prepack in these graphs.
     """
 
-    def __init__(self, model: onnx.ModelProto, min_bytes: int = MIN_SHARED_BYTES):
+    def __init__(self, model: onnx.ModelProto, min_bytes: int = MIN_SHARED_BYTES,
+                 share: Sequence[SharedWeights] = ()):
+        """Args:
+            share: weights of other graphs of the same file (another cut of it): an
+                initializer of `model` with the name, dtype and values of one of theirs
+                uses their array, so the two graphs' sessions hold one copy (equal values
+                checked: a rewrite may keep a name for a changed layout).
+        """
         graph = model.graph
         moved = [init for init in graph.initializer if len(init.raw_data) >= min_bytes]
-        self.arrays: dict[str, np.ndarray] = {
-            init.name: np.ascontiguousarray(numpy_helper.to_array(init)) for init in moved
-        }
-        self.values = {name: ort.OrtValue.ortvalue_from_numpy(a) for name, a in self.arrays.items()}
+        theirs = {name: (a, w.values[name]) for w in share for name, a in w.arrays.items()}
+        self.arrays: dict[str, np.ndarray] = {}
+        self.values: dict[str, ort.OrtValue] = {}
+        for init in moved:
+            array = np.ascontiguousarray(numpy_helper.to_array(init))
+            known = theirs.get(init.name)
+            if known is not None and known[0].dtype == array.dtype and np.array_equal(
+                    known[0], array):
+                self.arrays[init.name], self.values[init.name] = known
+            else:
+                self.arrays[init.name] = array
+                self.values[init.name] = ort.OrtValue.ortvalue_from_numpy(array)
         kept = [init for init in graph.initializer if init.name not in self.arrays]
         graph.input.extend(helper.make_tensor_value_info(init.name, init.data_type, init.dims)
                            for init in moved)

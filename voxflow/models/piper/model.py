@@ -91,7 +91,10 @@ def load_voice(voice_id: str, onnx_path: Path, settings: PiperSettings) -> Piper
                           nchwc=settings.decoder_nchwc)
     whole = None
     if settings.whole_alone and solo is not None:
-        whole = WholeGraph.load(onnx_path, config, settings.solo_threads)
+        split = graph.source
+        share = () if split is None else (split.encoder.weights, split.flow.weights,
+                                          split.decoder.weights)
+        whole = WholeGraph.load(onnx_path, config, settings.solo_threads, share)
     voice = Voice(voice_id, language, config.sample_rate, "piper")
     return PiperVoiceModel(voice, config, graph, solo, whole)
 

@@ -20,6 +20,7 @@ the split graph's seeded noise, whatever the load.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,14 +57,18 @@ class WholeGraph:
     runs: int = 0  # segments synthesized here (`PiperAcousticStage.events`)
 
     @classmethod
-    def load(cls, onnx_path: Path, config: PiperConfig, threads: int) -> WholeGraph:
+    def load(cls, onnx_path: Path, config: PiperConfig, threads: int,
+             share: Sequence[SharedWeights] = ()) -> WholeGraph:
         """Open the session (its weights fed as inputs, `SharedWeights`).
 
+        Args:
+            share: the split graph's weights of the same file: the ones with equal values
+                are used, not copied (on joe all but the NCHWc decoder's re-laid-out ones).
         Raises:
             ValueError: not a Piper VITS export (`whole_piper_graph`); onnxruntime errors.
         """
         model = whole_piper_graph(onnx_path)
-        weights = SharedWeights(model)
+        weights = SharedWeights(model, share=share)
         session = open_session(model.SerializeToString(), threads, 1, True, weights)
         return cls(session, config)
 
