@@ -114,6 +114,7 @@ def test_only_a_streamed_or_seeded_request_cuts_its_first_sentence_short(
 
     request = SpeechRequest("piper", OFFICE, "tiny", seed=seed, streamed=streamed)
     state = RequestState(request, seed or 0, 22050, lambda chunk, error: None)
+    assert state.info.hurries == (segments == 3)  # the streamed shape: streamed or seeded
     [plan] = PiperFrontendStage(family).run([StageItem(state.info, -1, parse_input(OFFICE))])
     assert [s.text for s in plan.payloads][-1] == "See you then."
     assert len(plan.payloads) == segments

@@ -358,23 +358,16 @@ def _piper_runner(work: Work, threads: int) -> Runner:
 
         return run_split
 
+    from voxflow.models.piper.synth import phoneme_feed
     from voxflow.models.piper.whole import whole_piper_graph
 
     session = ort.InferenceSession(whole_piper_graph(path).SerializeToString(),
                                    _ort_options(threads),
                                    providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    scales = np.asarray([config.noise_scale, config.length_scale, config.noise_w_scale],
-                        np.float32)
 
     def run_whole(rows: list[np.ndarray]) -> list[tuple[int, int]]:
-        lengths = [r.size for r in rows]
-        ids = np.zeros((len(rows), max(lengths)), np.int64)
-        for b, r in enumerate(rows):
-            ids[b, : r.size] = r
-        feed = {"input": ids, "input_lengths": np.asarray(lengths, np.int64), "scales": scales}
-        if config.num_speakers > 1:
-            feed["sid"] = np.full((len(rows),), config.default_speaker_id, np.int64)
+        feed = phoneme_feed(config, rows, config.length_scale)
         audio, durations = session.run(names, feed)
         frames = np.maximum(durations[:, 0, :].sum(axis=1), 1).astype(np.int64)
         # each row cut to its own length, as a caller of the padded batch must

@@ -87,9 +87,8 @@ class TextFrontendStage(Stage):
         speeds: dict[int, float] = {}
         pauses: dict[int, float] = {}
         lead = document.lead_silence_s
-        # a whole (non-streamed) response has no first audio to hurry: no shorter first
-        # segment, so no extra run; a seeded one keeps the streamed cut (same bytes either way)
-        hurry = item.request.streamed or item.request.seeded
+        # a whole unseeded response has no first audio to hurry: no shorter first segment
+        hurry = item.request.hurries
         for run in document.runs:
             if run.text.strip() or run.phonemes:
                 payloads = self.run_segments(item, run, first=hurry and not segments)

@@ -57,6 +57,13 @@ class RequestInfo:
     timestamps: bool = False
     streamed: bool = True
 
+    @property
+    def hurries(self) -> bool:
+        """Whether the request takes the streamed shape, cut and windowed for first audio:
+        streamed, or seeded (its bytes equal the streamed ones, streamed or not). False: a
+        whole unseeded file, which needs no audio before its last segment's."""
+        return self.streamed or self.seeded
+
 
 @dataclass(frozen=True)
 class StageItem(Generic[P]):

@@ -334,7 +334,7 @@ class PiperAcousticStage(Stage):
         # A whole (non-streamed) unseeded response needs no audio before its last: no small
         # first window, no early one, only the fewest windows (each seam recomputes context).
         # A seeded one keeps the windows it would have streamed: same bytes either way.
-        hurry = item.request.streamed or item.request.seeded
+        hurry = item.request.hurries
         stream = item.speed == native and graph.frames is not None
         if (stream and hurry and self.bulk_workers and not alone and item.segment == 0
                 and slack_s > 0):

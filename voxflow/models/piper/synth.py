@@ -66,6 +66,31 @@ class Encoded:
         return values, min(int(self.frames[b]), values[0].shape[-1])
 
 
+def phoneme_feed(config: PiperConfig, rows: Sequence[np.ndarray],
+                 length_scale: float) -> dict[str, np.ndarray]:
+    """The inputs every Piper VITS graph takes (piper's `export_onnx`): ``input`` (B, T_max)
+    int64 ids, each row zero-padded to the longest; ``input_lengths`` (B,) int64; ``scales``
+    (3,) float32 noise, length and noise-w scales; ``sid`` (B,) int64 the voice's default
+    speaker, for a multi-speaker voice.
+
+    Args:
+        rows: B arrays of phoneme ids, (T_b,) int64 (B >= 1).
+        length_scale: the length scale to render at (the voice's over the speed).
+    """
+    lengths = [int(r.size) for r in rows]
+    ids = np.zeros((len(rows), max(lengths)), np.int64)
+    for b, r in enumerate(rows):
+        ids[b, : r.size] = r
+    feed: dict[str, np.ndarray] = {
+        "input": ids,
+        "input_lengths": np.asarray(lengths, np.int64),
+        "scales": np.asarray([config.noise_scale, length_scale, config.noise_w_scale], np.float32),
+    }
+    if config.num_speakers > 1:
+        feed["sid"] = np.full((len(rows),), config.default_speaker_id, np.int64)
+    return feed
+
+
 def encode_batch(
     graph: RewrittenGraph,
     config: PiperConfig,
@@ -85,19 +110,10 @@ def encode_batch(
     Raises:
         onnxruntime errors: the noise was still too short after the retries, or a bad graph.
     """
-    lengths = [int(r.size) for r in rows]
-    t_max = max(lengths)
-    ids = np.zeros((len(rows), t_max), np.int64)
-    for b, r in enumerate(rows):
-        ids[b, : r.size] = r
     length_scale = config.length_scale / speed
-    feed = {
-        "input": ids,
-        "input_lengths": np.asarray(lengths, np.int64),
-        "scales": np.asarray([config.noise_scale, length_scale, config.noise_w_scale], np.float32),
-    }
-    if config.num_speakers > 1:
-        feed["sid"] = np.full((len(rows),), config.default_speaker_id, np.int64)
+    feed = phoneme_feed(config, rows, length_scale)
+    lengths = [int(n) for n in feed["input_lengths"]]
+    t_max = max(lengths)
     f_cap = math.ceil(t_max * frames_per_phoneme * length_scale) + 16
     names = list(graph.frames.flow_inputs) if graph.frames is not None else [OUTPUT]
     for attempt in range(_MAX_NOISE_RETRIES + 1):

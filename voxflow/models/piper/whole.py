@@ -30,6 +30,7 @@ from onnx import TensorProto, helper
 from piper.config import PiperConfig
 
 from voxflow.models.onnx_memory import ArenaSession, SharedWeights, open_session
+from voxflow.models.piper.synth import phoneme_feed
 
 
 def whole_piper_graph(onnx_path: Path) -> onnx.ModelProto:
@@ -84,15 +85,8 @@ class WholeGraph:
             hop_length`` samples; (T,) float32 frames per phoneme.
         """
         config = self.config
-        feed = {
-            "input": phoneme_ids.reshape(1, -1).astype(np.int64, copy=False),
-            "input_lengths": np.asarray([phoneme_ids.size], np.int64),
-            "scales": np.asarray([config.noise_scale, length_scale, config.noise_w_scale],
-                                 np.float32),
-        }
-        if config.num_speakers > 1:
-            feed["sid"] = np.asarray([config.default_speaker_id], np.int64)
-        audio, durations = self.session.run(None, feed)
+        audio, durations = self.session.run(None, phoneme_feed(config, [phoneme_ids],
+                                                               length_scale))
         frames = max(int(durations[0, 0].sum()), 1)
         self.runs += 1
         return (np.asarray(audio, np.float32).reshape(-1)[: frames * config.hop_length],
