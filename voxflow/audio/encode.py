@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from voxflow.audio.avcodec import AvEncoder
 from voxflow.audio.formats import check_format
 from voxflow.audio.samples import check_sample_rate, check_samples, to_int16
 from voxflow.audio.sink import FileSink
@@ -50,6 +49,8 @@ def encode_audio(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     if fmt == "wav":
         data = pcm_bytes(x)
         return wav_header(rate, len(data)) + data
+    from voxflow.audio.avcodec import AvEncoder  # PyAV: only for flac, mp3, aac, opus
+
     sink = FileSink()
     encoder = AvEncoder(fmt, rate, sink)
     try:

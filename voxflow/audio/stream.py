@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from voxflow.audio.avcodec import AvEncoder
 from voxflow.audio.encode import pcm_bytes
 from voxflow.audio.formats import check_format
 from voxflow.audio.lametag import MP3_DECODER_DELAY, patch_encoder_delay
@@ -43,6 +42,8 @@ class _WavBackend(_PcmBackend):
 
 class _AvBackend:
     def __init__(self, fmt: str, sample_rate: int, sink: StreamSink | None = None) -> None:
+        from voxflow.audio.avcodec import AvEncoder  # PyAV: only for flac, mp3, aac, opus
+
         self._sink = sink or StreamSink()
         self._encoder = AvEncoder(fmt, sample_rate, self._sink)
 

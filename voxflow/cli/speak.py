@@ -15,7 +15,6 @@ from typing import Any, BinaryIO
 import numpy as np
 from tqdm import tqdm
 
-from voxflow.audio.avcodec import codec_rate
 from voxflow.audio.encode import encode_audio, wav_with_comment
 from voxflow.audio.formats import FORMATS, check_format
 from voxflow.audio.stream import StreamEncoder
@@ -211,6 +210,8 @@ def file_rate(fmt: str, sample_rate: int) -> int:
     so 22,050 Hz audio becomes a 48 kHz file)."""
     if fmt in ("pcm", "wav"):
         return sample_rate
+    from voxflow.audio.avcodec import codec_rate  # PyAV: only for the compressed formats
+
     return codec_rate(fmt, sample_rate)
 
 

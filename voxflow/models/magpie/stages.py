@@ -33,7 +33,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from voxflow.audio.stretch import time_stretch
 from voxflow.models.base import TextFrontendStage
 from voxflow.models.magpie.generate import DecodeOptions, DecodeSession
 from voxflow.models.magpie.sampling import end_frame
@@ -223,6 +222,9 @@ class MagpieCodecStage(NanoCodecStage):
         for i, (item, out) in enumerate(zip(batch, outputs, strict=True)):
             if item.speed != 1.0 and item.final and isinstance(out, Audio) and out.samples.size:
                 try:
+                    # pedalboard: only for speeds other than 1 (absent on a bare GPU machine)
+                    from voxflow.audio.stretch import time_stretch
+
                     outputs[i] = Audio(time_stretch(out.samples, SAMPLE_RATE, item.speed))
                 except Exception as exc:  # noqa: BLE001 (that item's request fails alone)
                     outputs[i] = exc
