@@ -19,7 +19,9 @@ however it ends (finish, failure, timeout, cancel); a run still in flight for a 
 request returns the slot when it finishes, never while it writes to it. Between chunks the
 caches never leave the device. `live_states` and `state_bytes` (slots in use × 186,816 values ×
 4 bytes full size, plus queued codes) feed ``voxflow_stage_states`` and
-``voxflow_stage_state_bytes`` and return to 0 when requests end.
+``voxflow_stage_state_bytes`` and return to 0 when requests end. `events` counts the codec
+chunks decoded, the batched steps that decoded them and the steps replayed from a captured
+graph (``voxflow_stage_events_total{stage="codec"}``: per-chunk rates in the served path).
 
 Batching: the pool keeps each layer's caches of every slot in one tensor (a row per slot), so
 items of different requests (one per request: ``in_order``) whose chunks have the same length
@@ -120,6 +122,7 @@ class NanoCodecStage(HoldsRequestStates, Stage):
         self.states: RequestStates[CodecStream] = RequestStates(lambda _: CodecStream(),
                                                                 self._free)
         self._lock = threading.Lock()
+        self._counts = {"chunks": 0, "steps": 0, "steps_replayed": 0}
 
     def start(self) -> None:
         """Capture the chunk step's graphs (CUDA only; elsewhere it runs eagerly)."""
@@ -193,11 +196,15 @@ class NanoCodecStage(HoldsRequestStates, Stage):
                 slots = [streams[i].slot for i in members]
                 codes = torch.from_numpy(np.stack([chunks[i][r] for i in members]))
                 try:
-                    audio, _ = self.step.run([s for s in slots if s is not None], codes)
+                    audio, replayed = self.step.run([s for s in slots if s is not None], codes)
                 except Exception as exc:  # noqa: BLE001 (those requests fail, others go on)
                     for i in members:
                         outputs[i] = exc
                     continue
+                with self._lock:
+                    self._counts["chunks"] += len(members)
+                    self._counts["steps"] += 1
+                    self._counts["steps_replayed"] += int(replayed)
                 for row, i in enumerate(members):
                     pieces[i].append(audio[row])
 
@@ -236,6 +243,13 @@ class NanoCodecStage(HoldsRequestStates, Stage):
         """Bytes of the stream slots in use (on the decoder's device) and the queued codes."""
         queued = sum(s.pending.nbytes for s in self.states.values())
         return self.pool.in_use * self.pool.slot_bytes + queued
+
+    def events(self) -> dict[str, int]:
+        """Codec chunks decoded (one per request per step), the batched chunk steps that
+        decoded them, and those of the steps replayed from a captured graph
+        (``voxflow_stage_events_total{stage="codec"}``)."""
+        with self._lock:
+            return dict(self._counts)
 
     def health(self) -> dict[str, Any]:
         status = self.step.graphs.status
