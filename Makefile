@@ -13,7 +13,7 @@ CONFIG ?= configs/piper.yaml
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test test-fast lint docs install install-test clean
+.PHONY: serve test test-fast lint docs install install-test clean gpu-wheels gpu-rehearsal
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,5 +58,26 @@ lint: $(TEST_STAMP)
 docs: $(RUNTIME_STAMP)
 	$(BIN)/python -m voxflow.settings_doc --write
 
+# The GPU checks (benchmarks/gpu/README.md). `gpu-wheels` fetches the wheels the bare GPU
+# machine lacks (CPython 3.12) into .gpu-wheels/cp312, the folder to carry there.
+# `gpu-rehearsal` plays that machine here: a fresh venv holding only its packages
+# (benchmarks/gpu/device-packages.txt, the CPU torch standing in), the wheel folder made for
+# this Python, the network cut (unshare -n, loopback up), then `run.sh --dry-run`: every step
+# on the CPU at tiny sizes, servers and requests included. A missing import fails it. It ends
+# by printing the size of the tree that travels, wheels included (at most 64 MiB).
+GPU_VENV := .venv-gpu-rehearsal
+GPU_PY_VERSION = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+
+gpu-wheels:
+	benchmarks/gpu/wheels.sh --python 3.12
+
+gpu-rehearsal: gpu-wheels
+	rm -rf $(GPU_VENV)
+	$(PYTHON) -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/pip install -q --disable-pip-version-check -r benchmarks/gpu/device-packages.txt
+	PIP="$(GPU_VENV)/bin/python -m pip" benchmarks/gpu/wheels.sh --python $(GPU_PY_VERSION)
+	unshare -n sh -c 'ip link set lo up && PY=$(GPU_VENV)/bin/python benchmarks/gpu/run.sh --dry-run --out-dir gpu-out/rehearsal'
+	benchmarks/gpu/travel_size.sh .gpu-wheels/cp312
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(GPU_VENV) build *.egg-info

@@ -41,14 +41,15 @@ from torch import Tensor
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "unit"))  # cosyvoice3_fixtures: reads the fixtures
 
 from voxflow.models.cosyvoice3.flow import (  # noqa: E402
     CausalMaskedDiffWithDiT,
     FlowConfig,
 )
 from voxflow.models.cosyvoice3.flow_bucket import FlowBucketRunner  # noqa: E402
+from voxflow.models.cosyvoice3.loader import read_safetensors  # noqa: E402
 from voxflow.models.cosyvoice3.precision import ESTIMATOR_DTYPES  # noqa: E402
+from voxflow.models.cosyvoice3.weights import REPO_FIXTURES  # noqa: E402
 from voxflow.stages.graphs import GraphRunner  # noqa: E402
 
 SOLVE = 1e-4  # spec §1: 10-step solves, the vocoder and end-to-end audio
@@ -77,10 +78,20 @@ def environment(device: str) -> dict[str, Any]:
 
 # ---- parity ----------------------------------------------------------------------------------
 
+def tensors(name: str) -> dict[str, Tensor]:
+    """The tensors of the fixture file `name` (tests/fixtures/cosyvoice3), on the CPU. Read
+    through voxflow's own loader: nothing here imports pytest or a test module (the GPU
+    machine has neither)."""
+    return read_safetensors(REPO_FIXTURES / name)
+
+
+def meta(name: str) -> Any:
+    """The fixture JSON document `name`."""
+    return json.loads((REPO_FIXTURES / name).read_text(encoding="utf-8"))
+
+
 def parity(device: str) -> dict[str, Any]:
     """The tiny fixtures on `device`: {check: {"max_diff", "tolerance", "ok"}}."""
-    from cosyvoice3_fixtures import meta, tensors
-
     from voxflow.models.cosyvoice3.hift import CausalHiFTGenerator, HiFTConfig
     from voxflow.models.cosyvoice3.lm import (
         TINY_LM_CONFIG,

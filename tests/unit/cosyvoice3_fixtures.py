@@ -6,7 +6,6 @@ what each file holds, conventions, tolerances).
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -31,13 +30,9 @@ def one_torch_thread() -> Any:
 
 def tensors(name: str) -> dict[str, Any]:
     """The tensors of `FIXTURES/name` (``.safetensors``, or ``.safetensors.gz``) as torch."""
-    from safetensors.torch import load, load_file
+    from voxflow.models.cosyvoice3.loader import read_safetensors
 
-    path = FIXTURES / name
-    if name.endswith(".gz"):
-        with gzip.open(path, "rb") as f:
-            return load(f.read())
-    return load_file(str(path))
+    return read_safetensors(FIXTURES / name)
 
 
 def meta(name: str) -> Any:

@@ -1,0 +1,89 @@
+"""`benchmarks/gpu/run.py` (issue 37): the GPU run's steps in a dry run, and its summary.
+
+The dry run of the NanoCodec step runs the same script the GPU runs, on the CPU with the tiny
+decoder; the JSON holds every figure the GPU run reports (streamed vs one-shot per chunk, TTFA,
+copies and syncs per chunk, replay vs eager) and the summary reads it. The whole rehearsal,
+every step in a venv holding only the GPU machine's packages, is `make gpu-rehearsal`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
+
+from summary import solve_rows, summary_rows, table  # noqa: E402
+
+
+def test_dry_run_of_the_codec_step_writes_every_figure(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "benchmarks/gpu/run.py", "--dry-run", "--only",
+                           "nanocodec", "--out-dir", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu.json", "logs.tar.gz",
+                                                          "summary.txt"]
+    record = json.loads((tmp_path / "gpu.json").read_text())
+    assert record["facts"]["dry_run"] is True and list(record["steps"]) == ["nanocodec"]
+    step = record["steps"]["nanocodec"]
+    assert step["status"] == "ok" and step["limit_s"] == 50
+    doc = step["part"]
+    assert doc["decoder"] == "tiny"
+    # one stream and 2 streams per step at every chunk; no graph modes on a CPU
+    assert set(doc["streamed"]) == {f"eager:{c}{b}" for c in (1, 2, 4, 8) for b in ("", "x2")}
+    for row in doc["streamed"].values():
+        assert row["host_device_copies"] == 0 and row["host_syncs"] == 0
+        assert row["rtfx"] > 0 and row["ttfa_ms"] > 0 and row["ratio_to_one_shot"] > 0
+    assert all(s == "eager: device is cpu" for s in doc["graphs"]["status"].values())
+    assert set(doc["replay_vs_eager"]) == {"1", "2", "4", "8", "1x2", "2x2", "4x2", "8x2"}
+    assert all(r["bit_identical"] and r["rerun_bit_identical"] and not r["captured"]
+               for r in doc["replay_vs_eager"].values())
+    assert ["NanoCodec replay == eager", "8/8 identical", "all", "meets"] in record["summary"]
+    codec = [r for r in record["summary"] if r[0] == "NanoCodec streamed eager:4"]
+    assert len(codec) == 1 and codec[0][3] == "dry run"  # no H200 anchor verdict on a CPU
+    assert "NanoCodec streamed eager:4" in (tmp_path / "summary.txt").read_text()
+
+
+def test_unknown_step_is_refused(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "benchmarks/gpu/run.py", "--only", "cv3-serv",
+                           "--out-dir", str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "unknown step(s): cv3-serv" in proc.stderr
+
+
+def _solve(replay_ms: float, identical: bool) -> dict:
+    shape = {"eager_ms": 145.0, "replay_ms": replay_ms, "replayed": True,
+             "bit_identical": identical}
+    return {"status": "ok", "part": {"dtypes": {"float32": {
+        "capture_s": 2.0, "shapes": {"b1/250": shape, "b8/250": dict(shape)}}}}}
+
+
+def test_solve_rows_hold_the_anchor_and_the_goal() -> None:
+    rows = solve_rows({"cv3-solve": _solve(18.5, True)})
+    assert rows[0] == ["flow capture float32: replay == eager",
+                       "2/2 identical, 2 replayed, capture 2.0 s", "all", "meets"]
+    assert rows[1] == ["flow solve float32 b1/250", "eager 145.0 ms, replay 18.5 ms",
+                       "seed 145 eager / 41 replay; goal <= 20 ms", "meets"]
+    assert rows[2][3] == "n/a"  # b8 has no anchor
+    assert solve_rows({"cv3-solve": _solve(41.0, False)})[0][3] == "MISSES"
+    assert solve_rows({"cv3-solve": _solve(41.0, True)})[1][3] == "MISSES"
+
+
+def test_missing_and_failed_steps_are_named_not_raised() -> None:
+    steps = {"cv3-serve": {"status": "timed out", "seconds": 190.0, "part": {"missing": "x"}},
+             "nanocodec": {"status": "failed (exit 1)", "seconds": 3.0, "part": {"error": "e"}}}
+    rows = summary_rows(steps)
+    text = table(rows)
+    assert ["cv3-serve", "timed out", "190.0 s", ""] in rows
+    assert ["CosyVoice3 served", "timed out", "seed 14.9 audio-s/s c1", "n/a"] in rows
+    assert ["NanoCodec streamed", "failed (exit 1)", ">= 0.95, 0 copies", "n/a"] in rows
+    assert ["flow solve b1/250", "not run", "145 / 41 ms", "n/a"] in rows
+    assert text.splitlines()[0].split() == ["check", "figure", "anchor", "/", "goal", "verdict"]
