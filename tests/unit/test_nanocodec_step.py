@@ -157,3 +157,28 @@ def test_step_reads_no_value_on_the_host(io: dict[str, Any]) -> None:
     names = [(e.name, e.input_shapes) for e in prof.events()]
     assert not [n for n, _ in names if n in ("aten::_local_scalar_dense", "aten::item")]
     assert not [n for n, shapes in names if n == "aten::_to_copy" and any(shapes)]
+
+
+def test_pad_to_runs_every_step_at_the_same_row_count(io: dict[str, Any]) -> None:
+    """`pad_to` (the codec's batch_invariant setting): lone, batched and short-last-chunk steps
+    all reach the decoder with exactly pad_to rows, and a stream's audio decoded alone equals
+    the same stream decoded beside another, bit for bit, chunk lengths 4 and a last 2."""
+    step = ChunkStep(make_step(streams=4).pool, (), (4,), pad_to=4)
+    seen: list[int] = []
+    decoder_forward = step.decoder.forward
+
+    def spy(latent: Any, **kwargs: Any) -> Any:
+        seen.append(latent.shape[0])
+        return decoder_forward(latent, **kwargs)
+
+    step.decoder.forward = spy  # type: ignore[method-assign]
+    codes = io["tokens"][:2, :, :10]  # two streams, 10 frames: chunks 4, 4, 2
+    first, second = step.pool.acquire("a"), step.pool.acquire("b")
+    together = stream(step, [first, second], codes, 4)
+    alone = stream(step, [step.pool.acquire("c")], codes[:1], 4)
+    assert seen == [4] * 6
+    assert torch.equal(alone[0], together[0])
+    with pytest.raises(ValueError, match="a step pads to 4 rows: 5 streams are too many"):
+        step.run([object()] * 5, torch.zeros(5, 8, 4, dtype=torch.int64))  # type: ignore[list-item]
+    with pytest.raises(ValueError, match=r"pad_to 2 must be the top of batch_rows \(1, 4\)"):
+        ChunkStep(step.pool, (), (1, 4), pad_to=2)

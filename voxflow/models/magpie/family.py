@@ -60,7 +60,8 @@ class MagpieFamily(ModelFamily):
             StatePool(self.decoder, settings.codec_max_streams),
             chunk_frames=settings.codec_chunk_frames,
             capture_chunk_frames=settings.codec_capture_chunk_frames,
-            max_batch_size=settings.codec_max_batch_size)
+            max_batch_size=settings.codec_max_batch_size,
+            batch_invariant=settings.codec_batch_invariant)
         self.acoustic_stage = MagpieAcousticStage(self)
         self.frontend = MagpieFrontendStage(self)
         log.warning("model %s: weights are %s (voices %s)", name, self.random_weights_note(),

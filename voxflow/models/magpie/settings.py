@@ -85,6 +85,13 @@ class MagpieSettings(BaseModel):
     codec_max_batch_size: int = Field(
         8, ge=1, le=64, description="Most requests' codec chunks decoded in one batched step."
     )
+    codec_batch_invariant: bool = Field(
+        True,
+        description="Every codec step decodes `codec_max_batch_size` rows (scratch rows pad "
+        "the real ones), so a request's bytes never depend on what else is in flight (a "
+        "batched conv may round differently: up to 3 LSB on an H200 at concurrency 8). Off: "
+        "steps pad only to a captured graph's rows and are cheaper at low concurrency.",
+    )
     acoustic_max_batch_size: int = Field(
         8, ge=1, le=256,
         description="Most segments in the acoustic stage's running set (each steps alone: no "

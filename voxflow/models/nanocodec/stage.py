@@ -95,6 +95,10 @@ class NanoCodecStage(HoldsRequestStates, Stage):
         capture_chunk_frames: chunk lengths to capture as CUDA graphs at `start` (CUDA only;
             default: ``chunk_frames`` alone, the only mid-stream length).
         max_batch_size: most requests' items in one run.
+        batch_invariant: pad every chunk step to ``max_batch_size`` rows, replayed or eager
+            (`ChunkStep`'s ``pad_to``), so a request's bytes never depend on what else is
+            decoded with it; otherwise a step pads to the ladder 1, 2, 4, ... only when a
+            graph replays, and runs its own row count eagerly.
         workers: worker threads.
     Raises:
         ValueError: ``chunk_frames`` < 1, or ladders that are not ascending.
@@ -109,6 +113,7 @@ class NanoCodecStage(HoldsRequestStates, Stage):
         chunk_frames: int = 4,
         capture_chunk_frames: Sequence[int] | None = None,
         max_batch_size: int = 8,
+        batch_invariant: bool = True,
         workers: int = 1,
     ) -> None:
         if chunk_frames < 1:
@@ -116,9 +121,11 @@ class NanoCodecStage(HoldsRequestStates, Stage):
         super().__init__(max_batch_size=max_batch_size, workers=workers)
         self.pool = pool
         self.chunk_frames = chunk_frames
-        rows = [r for r in (1, 2, 4, 8, 16, 32, 64) if r < max_batch_size] + [max_batch_size]
+        rows = [max_batch_size] if batch_invariant else \
+            [r for r in (1, 2, 4, 8, 16, 32, 64) if r < max_batch_size] + [max_batch_size]
         self.step = ChunkStep(pool, (chunk_frames,) if capture_chunk_frames is None
-                              else capture_chunk_frames, rows)
+                              else capture_chunk_frames, rows,
+                              pad_to=max_batch_size if batch_invariant else None)
         self.states: RequestStates[CodecStream] = RequestStates(lambda _: CodecStream(),
                                                                 self._free)
         self._lock = threading.Lock()

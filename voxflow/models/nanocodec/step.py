@@ -49,8 +49,15 @@ class ChunkStep:
             empty = always eager (spec's ``codec_capture_chunk_frames: []``).
         batch_rows: ascending row counts a captured step is padded to (each captured per
             length); at most ``pool``'s slot count is useful.
+        pad_to: if set, every step, replayed or eager (a short last chunk too), runs with
+            exactly this many rows, the real ones and scratch rows, so a stream's audio never
+            depends on how many others share its step: a conv's rows do not mix, but its
+            kernel and rounding may change with the batch size (on the first H200 run, 2 of 4
+            MagpieTTS requests at concurrency 8 came out up to 3 LSB off their lone decode).
+            Must be the ladder's top rung; batches of more rows are refused.
     Raises:
-        ValueError: a ladder that is not positive and ascending.
+        ValueError: a ladder that is not positive and ascending, or ``pad_to`` that is not
+            its top rung.
     """
 
     def __init__(
@@ -58,6 +65,7 @@ class ChunkStep:
         pool: StatePool,
         capture_chunk_frames: Sequence[int] = (),
         batch_rows: Sequence[int] = (1,),
+        pad_to: int | None = None,
     ) -> None:
         self.pool = pool
         self.decoder = pool.decoder
@@ -66,6 +74,9 @@ class ChunkStep:
         self.table = codebook(weight.dtype, weight.device)  # (2016, 4)
         self.capture_frames = tuple(sorted(set(capture_chunk_frames)))
         self.batch_rows = check_ladder("batch_rows", batch_rows)
+        if pad_to is not None and pad_to != self.batch_rows[-1]:
+            raise ValueError(f"pad_to {pad_to} must be the top of batch_rows {self.batch_rows}")
+        self.pad_to = pad_to
         self.graphs = GraphRunner(self.forward, bool(self.capture_frames), str(self.device))
         self._indices: dict[tuple[int, ...], Tensor] = {}  # row tuples → device index tensors
 
@@ -131,6 +142,8 @@ class ChunkStep:
             raise ValueError(f"codes must be [{batch}, {NUM_GROUPS}, T], got {list(codes.shape)}")
         if frames < 1:
             raise ValueError("a chunk needs at least one frame")
+        if self.pad_to is not None and batch > self.pad_to:
+            raise ValueError(f"a step pads to {self.pad_to} rows: {batch} streams are too many")
         index = [slot.index for slot in slots]
         mine = self.pool.slots
         if len(set(index)) != batch or any(
@@ -147,14 +160,18 @@ class ChunkStep:
         batch, frames = codes.shape[0], codes.shape[-1]
         rows = pick_rung(self.batch_rows, batch, "row count") if batch <= self.batch_rows[-1] \
             else batch
-        if not eager and (rows, frames) in self.graphs.graphs:
+        captured = not eager and (rows, frames) in self.graphs.graphs
+        if captured or self.pad_to is not None:
             padded = index + [self.pool.scratch_row] * (rows - batch)
             inputs: dict[str, Any] = {
                 "codes": torch.cat([codes, codes.new_zeros(rows - batch, NUM_GROUPS, frames)]),
                 "rows": self.row_index(padded),
             }
-            audio, replayed = self.graphs.run((rows, frames), inputs)
-            return audio[:batch], replayed
+            if captured:
+                audio, replayed = self.graphs.run((rows, frames), inputs)
+                return audio[:batch], replayed
+            inputs["codes"] = inputs["codes"].to(self.device)
+            return self.forward(inputs)[:batch], False
         codes = codes.to(self.device)
         first = index[0]
         if index == list(range(first, first + batch)):  # adjacent rows: the pool's own views
