@@ -24,6 +24,7 @@ Counts per call go to `stats` (`voxflow_bucket_calls_total{rows,bucket}`, the ro
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from voxflow.stages.bucketed import BucketStats, check_ladder
 from voxflow.stages.graphs import GraphRunner
 
 log = logging.getLogger(__name__)
+CAPTURE_LOG_EVERY = 10  # start-up logs its capture progress every this many shapes
 
 
 @dataclass
@@ -124,8 +126,14 @@ class FlowBucketRunner:
             self.graphs.status["all"] = f"eager: {reason}"
             log.info("flow solves run eagerly (%s)", reason)
             return
+        started = time.perf_counter()
+        captured = 0
         with torch.inference_mode():
-            captured = sum(self.graphs.capture(s, self.example_inputs(*s)) for s in shapes)
+            for done, shape in enumerate(shapes, 1):
+                captured += self.graphs.capture(shape, self.example_inputs(*shape))
+                if done % CAPTURE_LOG_EVERY == 0 and done < len(shapes):
+                    log.info("flow: %d of %d (rows, frames) shapes captured, %.1f s", done,
+                             len(shapes), time.perf_counter() - started)
         log.info("flow: captured %d of %d (rows, frames) shapes in %.1f s (%d MiB)", captured,
                  len(shapes), self.graphs.capture_seconds, self.graphs.capture_bytes >> 20)
 
