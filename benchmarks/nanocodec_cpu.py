@@ -219,6 +219,7 @@ def run(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     started = time.perf_counter()
     step.start()
     capture_s = time.perf_counter() - started
+    progress(f"decoder built, {len(step.graphs.graphs)} graphs captured in {capture_s:.1f} s")
     gen = torch.Generator().manual_seed(1)
     batch_codes = torch.randint(0, NUM_CODES, (args.batch, NUM_GROUPS, args.frames),
                                 generator=gen).to(device)  # (B, 8, T): B different streams
@@ -244,6 +245,7 @@ def run(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
                 cpu_times[mode].append(CPU_TIME[-1])
                 if mode != "one_shot":
                     firsts[mode].append(first)
+        progress(f"round {round_ + 1} of {args.warmup + args.repeats} ({len(modes)} modes)")
     one_shot: dict[str, Any] = dict(summary(times["one_shot"], audio_s))
     one_shot["cpu"] = summary(cpu_times["one_shot"], audio_s)
     streamed: dict[str, Any] = {}
@@ -258,6 +260,7 @@ def run(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
         row["ttfa_ms"] = 1e3 * statistics.median(firsts[mode])
         row.update(copies_per_chunk(step, batch_codes[:n], chunk, eager=kind == "eager"))
         streamed[mode] = row
+    progress("copies and syncs per chunk step counted")
     result: dict[str, Any] = {
         "decoder": "tiny" if args.tiny else "full", "weights": "random: output is noise",
         "frames": args.frames, "audio_s": audio_s, "one_shot": one_shot, "streamed": streamed,
@@ -268,6 +271,15 @@ def run(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     if args.check_replay:
         result["replay_vs_eager"] = check_replay(step, batch_codes, args.chunks)
     return result
+
+
+STARTED = time.perf_counter()
+
+
+def progress(message: str) -> None:
+    """A line on stderr with the seconds since start: a run cut off by a time limit still
+    says how far it got."""
+    print(f"[{time.perf_counter() - STARTED:.1f} s] {message}", file=sys.stderr, flush=True)
 
 
 def main() -> None:

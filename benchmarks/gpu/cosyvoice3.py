@@ -33,6 +33,8 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +50,7 @@ from voxflow.models.cosyvoice3.flow import (  # noqa: E402
 )
 from voxflow.models.cosyvoice3.flow_bucket import FlowBucketRunner  # noqa: E402
 from voxflow.models.cosyvoice3.loader import read_safetensors  # noqa: E402
-from voxflow.models.cosyvoice3.precision import ESTIMATOR_DTYPES  # noqa: E402
+from voxflow.models.cosyvoice3.precision import ESTIMATOR_DTYPES, full_float32  # noqa: E402
 from voxflow.models.cosyvoice3.weights import REPO_FIXTURES  # noqa: E402
 from voxflow.stages.graphs import GraphRunner  # noqa: E402
 
@@ -106,6 +108,9 @@ def parity(device: str) -> dict[str, Any]:
         Token2WavSegment,
     )
 
+    # TF32 off for matmuls and cuDNN convs, as the served models run (weights.py); torch's
+    # default leaves cuDNN's TF32 on, which put HiFT 1.2e-4 off on the first H200 run
+    full_float32(torch.device(device))
     checks: dict[str, Any] = {}
 
     def check(name: str, diff: float, tolerance: float) -> None:
@@ -182,24 +187,38 @@ def padded_inputs(rows: int, bucket: int, real: int, dim_spk: int, device: str,
             {"mu": mu, "cond": cond, "mask": mask, "spks": spks, "streaming": flags}.items()}
 
 
-def solve_step(device: str, tiny: bool, buckets: list[int], batches: list[int],
-               budget: int, repeats: int, streaming: bool,
-               dtypes: list[str]) -> dict[str, Any]:
+@dataclass
+class SolvePlan:
+    """What the solve step measures: frame buckets and batch sizes (captured while batch x
+    frames <= `budget`), timed `repeats` times each, eager then replay; `profile` names the
+    shapes (``b1/250``) whose eager solve is also profiled kernel by kernel; `save` is called
+    with the record after every shape, so a step cut off by its time limit keeps what it
+    measured."""
+
+    device: str
+    buckets: list[int]
+    batches: list[int]
+    budget: int
+    repeats: int
+    streaming: bool = False
+    profile: set[str] = field(default_factory=set)
+    save: Callable[[dict[str, Any]], None] = lambda record: None
+
+
+def solve_step(plan: SolvePlan, tiny: bool, dtypes: list[str]) -> dict[str, Any]:
     """`solve_dtype` for each estimator dtype in `dtypes` (the same random weights, cast):
     {"dtypes": {name: record}, "bf16_vs_fp32_max_abs": {shape: diff} when both ran, "ok"}."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    full_float32(torch.device(plan.device))  # TF32 off (spec §10), as the served flow
     torch.manual_seed(0)
-    with torch.device(device):
+    with torch.device(plan.device):
         flow = CausalMaskedDiffWithDiT(FlowConfig.tiny() if tiny else FlowConfig())
-    flow = flow.to(device).eval().requires_grad_(False)
-    out: dict[str, Any] = {"dtypes": {}}
+    flow = flow.to(plan.device).eval().requires_grad_(False)
+    out: dict[str, Any] = {"dtypes": {}, "ok": False}
     eager: dict[str, dict[str, Tensor]] = {}
     for name in dtypes:
         flow.decoder.estimator.set_compute_dtype(ESTIMATOR_DTYPES[name])
-        out["dtypes"][name], eager[name] = solve_dtype(flow, device, buckets, batches, budget,
-                                                       repeats, streaming)
-        out["dtypes"][name]["estimator_dtype"] = name
+        out["dtypes"][name] = {"estimator_dtype": name}
+        eager[name] = solve_dtype(flow, plan, out["dtypes"][name], lambda: plan.save(out))
     if "float32" in eager and "bfloat16" in eager:
         out["bf16_vs_fp32_max_abs"] = {k: max_diff(v, eager["float32"][k])
                                        for k, v in eager["bfloat16"].items()}
@@ -207,73 +226,121 @@ def solve_step(device: str, tiny: bool, buckets: list[int], batches: list[int],
     return out
 
 
-def solve_dtype(flow: CausalMaskedDiffWithDiT, device: str, buckets: list[int],
-                batches: list[int], budget: int, repeats: int,
-                streaming: bool) -> tuple[dict[str, Any], dict[str, Tensor]]:
+def solve_dtype(flow: CausalMaskedDiffWithDiT, plan: SolvePlan, record: dict[str, Any],
+                saved: Callable[[], None]) -> dict[str, Tensor]:
     """Capture, compare and time the solve per (batch, bucket) in the estimator's current
-    dtype; see the module docstring. Returns the record and each shape's eager mel."""
+    dtype, filling `record` (see the module docstring; `saved()` after each shape). Returns
+    each shape's eager mel."""
+    device = plan.device
     tiny = flow.config.dim < FlowConfig().dim
     if device.startswith("cuda"):  # the previous dtype's graphs are gone: measure this one's
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     # the served solve (token2wav's FlowBucketRunner.forward), captured here shape by shape
-    served = FlowBucketRunner(flow, buckets, batches, max(batches), budget, True, device)
+    served = FlowBucketRunner(flow, plan.buckets, plan.batches, max(plan.batches), plan.budget,
+                              True, device)
     forward = served.forward
 
     runner = GraphRunner(forward, enabled=True, device=device)
-    shapes = [(b, f) for b in sorted(batches, reverse=True) for f in sorted(buckets, reverse=True)
-              if b * f <= budget]
-    record: dict[str, Any] = {"environment": environment(device), "weights": "random, seed 0",
-                              "size": "tiny" if tiny else "full", "streaming_mask": streaming,
-                              "budget_batch_frames": budget, "repeats": repeats,
-                              "eager_reason": runner.eager_reason(), "shapes": {}}
+    shapes = [(b, f) for b in sorted(plan.batches, reverse=True)
+              for f in sorted(plan.buckets, reverse=True) if b * f <= plan.budget]
+    record.update({"environment": environment(device), "weights": "random, seed 0",
+                   "size": "tiny" if tiny else "full", "streaming_mask": plan.streaming,
+                   "budget_batch_frames": plan.budget, "repeats": plan.repeats,
+                   "eager_reason": runner.eager_reason(), "shapes": {}, "ok": False})
     started = time.perf_counter()
     mels: dict[str, Tensor] = {}
     with torch.inference_mode():
         examples = {s: padded_inputs(s[0], s[1], max(s[1] - PAD, 1), 80, device, seed=s[1],
-                                     streaming=streaming) for s in shapes}
+                                     streaming=plan.streaming) for s in shapes}
         for shape in shapes:  # largest first: smaller graphs reuse the pool
             runner.capture(shape, examples[shape])
         record["capture_s"] = time.perf_counter() - started
         record["capture_bytes"] = runner.capture_bytes
+        saved()
         for shape in sorted(shapes):
-            inputs = examples[shape]
-            eager = forward(inputs)
-            replay, replayed = runner.run(shape, inputs)
-            entry: dict[str, Any] = {"status": runner.status.get(shape, "eager"),
-                                     "replayed": replayed,
-                                     "bit_identical": bool(torch.equal(eager, replay)),
-                                     "max_abs_diff": max_diff(eager, replay)}
-            # a second replay on other inputs must not change the first copy
-            other = padded_inputs(shape[0], shape[1], max(shape[1] // 2, 1), 80, device,
-                                  seed=shape[1] + 1, streaming=streaming)
-            kept = replay.clone()
-            runner.run(shape, other)
-            entry["copy_outlives_next_replay"] = bool(torch.equal(kept, replay))
-            for mode in ("eager", "replay"):
-                times = []
-                for _ in range(repeats):
-                    sync(device)
-                    t0 = time.perf_counter()
-                    if mode == "eager":
-                        forward(inputs)
-                    else:
-                        runner.run(shape, inputs)
-                    sync(device)
-                    times.append(time.perf_counter() - t0)
-                entry[f"{mode}_ms"] = 1000 * statistics.median(times)
-            entry["speedup"] = entry["eager_ms"] / entry["replay_ms"]
-            record["shapes"][f"b{shape[0]}/{shape[1]}"] = entry
-            mels[f"b{shape[0]}/{shape[1]}"] = eager
+            key = f"b{shape[0]}/{shape[1]}"
+            entry = compare_and_time(runner, forward, shape, examples[shape], plan)
+            if key in plan.profile:
+                entry["eager_kernels"] = kernel_profile(lambda s=shape: forward(examples[s]),
+                                                        device)
+            record["shapes"][key] = entry
+            mels[key] = entry.pop("mel")
             print(f"{flow.decoder.estimator.compute_dtype} "
                   f"b{shape[0]} {shape[1]} frames: eager {entry['eager_ms']:.1f} ms, "
                   f"replay {entry['replay_ms']:.1f} ms ({entry['status']}), bit-identical "
                   f"{entry['bit_identical']}", flush=True)
+            saved()
     if device.startswith("cuda"):
         record["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
     record["ok"] = all(e["bit_identical"] and e["copy_outlives_next_replay"]
                        for e in record["shapes"].values())
-    return record, mels
+    saved()
+    return mels
+
+
+def compare_and_time(runner: GraphRunner, forward: Callable[[dict[str, Tensor]], Tensor],
+                     shape: tuple[int, int], inputs: dict[str, Tensor],
+                     plan: SolvePlan) -> dict[str, Any]:
+    """One shape: replay vs eager on the same padded inputs, a replay's copy outliving the
+    next replay, then eager and replay timed (median ms of `plan.repeats`, synchronised).
+    The eager mel is returned under ``"mel"``."""
+    eager = forward(inputs)
+    replay, replayed = runner.run(shape, inputs)
+    entry: dict[str, Any] = {"status": runner.status.get(shape, "eager"), "replayed": replayed,
+                             "bit_identical": bool(torch.equal(eager, replay)),
+                             "max_abs_diff": max_diff(eager, replay), "mel": eager}
+    # a second replay on other inputs must not change the first copy
+    other = padded_inputs(shape[0], shape[1], max(shape[1] // 2, 1), 80, plan.device,
+                          seed=shape[1] + 1, streaming=plan.streaming)
+    kept = replay.clone()
+    runner.run(shape, other)
+    entry["copy_outlives_next_replay"] = bool(torch.equal(kept, replay))
+    for mode in ("eager", "replay"):
+        times = []
+        for _ in range(plan.repeats):
+            sync(plan.device)
+            t0 = time.perf_counter()
+            if mode == "eager":
+                forward(inputs)
+            else:
+                runner.run(shape, inputs)
+            sync(plan.device)
+            times.append(time.perf_counter() - t0)
+        entry[f"{mode}_ms"] = 1000 * statistics.median(times)
+    entry["speedup"] = entry["eager_ms"] / entry["replay_ms"]
+    return entry
+
+
+def kernel_profile(call: Callable[[], Any], device: str, top: int = 12) -> dict[str, Any]:
+    """One call under torch.profiler: the GPU kernels it launched (count, summed ms) and the
+    `top` kernels by summed time, each with its count and ms. On a CPU, the CPU operators
+    instead (``self`` time), so the dry run exercises the same code. Where a solve's time
+    goes: kernel time near the replay time means the GPU is busy throughout, and the top
+    names say with what."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    sync(device)
+    with profile(activities=activities) as prof:
+        call()
+        sync(device)
+    totals: dict[str, list[float]] = {}
+    for event in prof.events():
+        if (event.device_type == DeviceType.CUDA) == cuda:
+            if not cuda and event.cpu_parent is not None:
+                continue  # top-level CPU operators only
+            entry = totals.setdefault(event.name, [0, 0.0])
+            entry[0] += 1
+            entry[1] += event.time_range.elapsed_us() / 1000
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1][1])[:top]
+    return {"what": "cuda kernels" if cuda else "top-level cpu operators",
+            "count": int(sum(v[0] for v in totals.values())),
+            "ms": round(sum(v[1] for v in totals.values()), 3),
+            "top": [{"name": name[:140], "count": int(c), "ms": round(ms, 3)}
+                    for name, (c, ms) in ranked]}
 
 
 def merge(parts: list[Path]) -> dict[str, Any]:
@@ -285,6 +352,10 @@ def merge(parts: list[Path]) -> dict[str, Any]:
         except (OSError, ValueError) as exc:
             out[path.stem] = {"missing": f"{type(exc).__name__}: {exc}"}
     return out
+
+
+def write_json(path: Path, record: dict[str, Any]) -> None:
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
 def ints(text: str) -> list[int]:
@@ -307,6 +378,8 @@ def main() -> int:
     s.add_argument("--streaming", action="store_true", help="chunk-causal mask")
     s.add_argument("--dtypes", default="float32,bfloat16",
                    help="estimator dtypes to run, in order (estimator_dtype values)")
+    s.add_argument("--profile", default="",
+                   help="shapes whose eager solve is profiled kernel by kernel (b1/250,...)")
     s.add_argument("--out", required=True)
     m = sub.add_parser("merge", help="join JSON parts")
     m.add_argument("--out", required=True)
@@ -316,9 +389,11 @@ def main() -> int:
         if args.step == "parity":
             record = parity(args.device)
         elif args.step == "solve":
-            record = solve_step(args.device, args.tiny, ints(args.buckets), ints(args.batches),
-                                args.budget, args.repeats, args.streaming,
-                                [d for d in args.dtypes.split(",") if d])
+            plan = SolvePlan(args.device, ints(args.buckets), ints(args.batches), args.budget,
+                             args.repeats, args.streaming,
+                             {k for k in args.profile.split(",") if k},
+                             lambda part: write_json(Path(args.out), part))
+            record = solve_step(plan, args.tiny, [d for d in args.dtypes.split(",") if d])
         else:
             record = merge(args.parts)
     except Exception as exc:  # noqa: BLE001 (the part records why it failed; others go on)
@@ -326,7 +401,7 @@ def main() -> int:
 
         traceback.print_exc()
         record = {"error": f"{type(exc).__name__}: {exc}", "ok": False}
-    Path(args.out).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_json(Path(args.out), record)
     ok = record.get("ok", True)
     print(f"{args.step}: {'ok' if ok else 'FAILED'} -> {args.out}")
     return 0 if ok else 1

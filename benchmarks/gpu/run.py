@@ -11,16 +11,17 @@ step                  limit  what it runs
                              the torch that runs it (2.11 on the GPU machine)
 ``cv3-parity``           35  `cosyvoice3.py parity`: the tiny CosyVoice3 fixtures on the
                              device (flow, HiFT, token2wav, LM; spec §1 tolerances)
-``cv3-solve``            95  `cosyvoice3.py solve`: the full-size flow solve captured per
+``cv3-solve``           100  `cosyvoice3.py solve`: the full-size flow solve captured per
                              (rows, frame bucket), replay == eager, eager vs replay time at
-                             b1 and b8, float32 then bfloat16 estimator
-``cv3-serve``           185  `served.py`: `configs/cosyvoice3.yaml` (full size, random
-                             weights, 97 flow graphs captured at start-up), bench at
-                             concurrency 1, 8, 32: TTFA, audio-s/s, stall rate, start-up
-                             time, GPU memory
-``nanocodec``            50  `nanocodec_cpu.py`: the full-size decoder streamed vs one-shot,
+                             b1 and b8, float32 then bfloat16 estimator, and the kernels of
+                             the eager solve at b1/250 and b8/100 (where the time goes)
+``cv3-serve``           170  `served.py`: `configs/cosyvoice3.yaml` (full size, random
+                             weights, flow graphs up to 500 frames captured at start-up:
+                             `SERVED_LADDER`), bench at concurrency 1, 8, 32: TTFA,
+                             audio-s/s, stall rate, start-up time, GPU memory
+``nanocodec``            75  `nanocodec_cpu.py`: the full-size decoder streamed vs one-shot,
                              eager vs CUDA graphs, host copies and syncs per chunk step
-``magpie-serve``        100  `magpie_served.py`: MagpieTTS + NanoCodec served on CUDA at
+``magpie-serve``         95  `magpie_served.py`: MagpieTTS + NanoCodec served on CUDA at
                              concurrency 1 and 8, streamed == whole, host copies per codec
                              chunk in the served path
 ====================  =====  ==============================================================
@@ -60,6 +61,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from summary import summary_rows, table  # noqa: E402
 
 GPU = "benchmarks/gpu"
+SERVED_LADDER = "models.0.options.flow_capture_frame_buckets=[100,150,200,250,300,400,500]"
+"""The served step captures the config's ladder up to 500 frames (42 of its 97 (rows, frames)
+graphs; the short lines' solves fit): the whole ladder in float32 took over 140 s to capture
+on the first H200 run (2026-12-04), more than the run can give one start-up. Solves past 500
+frames run eagerly and are counted so in /metrics."""
 
 
 @dataclass(frozen=True)
@@ -79,35 +85,37 @@ STEPS = (
     Step("cv3-parity", 35,
          (f"{GPU}/cosyvoice3.py", "parity", "--device", "cuda", "--out", "{part}"),
          (f"{GPU}/cosyvoice3.py", "parity", "--device", "cpu", "--out", "{part}")),
-    Step("cv3-solve", 95,
+    Step("cv3-solve", 100,
          (f"{GPU}/cosyvoice3.py", "solve", "--device", "cuda", "--batches", "1,8",
-          "--buckets", "100,250,1000", "--budget", "8192", "--repeats", "5",
-          "--dtypes", "float32,bfloat16", "--out", "{part}"),
+          "--buckets", "100,250,1000", "--budget", "2000", "--repeats", "3",
+          "--dtypes", "float32,bfloat16", "--profile", "b1/250,b8/100", "--out", "{part}"),
          (f"{GPU}/cosyvoice3.py", "solve", "--device", "cpu", "--tiny", "--batches", "1,2",
-          "--buckets", "20,40", "--budget", "80", "--repeats", "1", "--out", "{part}")),
-    Step("cv3-serve", 185,
+          "--buckets", "20,40", "--budget", "80", "--repeats", "1", "--profile", "b1/40",
+          "--out", "{part}")),
+    Step("cv3-serve", 170,
          (f"{GPU}/served.py", "--config", "configs/cosyvoice3.yaml", "--model", "cosyvoice3",
-          "--voice", "random-tiny", "--concurrency", "1,8,32", "--per-level", "5",
-          "--ready-timeout", "140", "--bench-timeout", "40", "--port", "8011",
+          "--voice", "random-tiny", "--set", SERVED_LADDER, "--concurrency", "1,8,32",
+          "--per-level", "5", "--ready-timeout", "120", "--bench-timeout", "40",
+          "--port", "8011",
           "--log", "{logs}/cv3-server.log", "--out", "{part}"),
          (f"{GPU}/served.py", "--config", "configs/cosyvoice3-tiny.yaml", "--model",
           "cosyvoice3", "--voice", "random-tiny", "--concurrency", "1,2", "--per-level", "5",
           "--ready-timeout", "60", "--bench-timeout", "60", "--port", "8011",
           "--log", "{logs}/cv3-server.log", "--out", "{part}")),
-    Step("nanocodec", 50,
+    Step("nanocodec", 75,
          ("benchmarks/nanocodec_cpu.py", "--device", "cuda", "--graphs", "--check-replay",
-          "--chunks", "1,2,4,8", "--batch", "8", "--frames", "64", "--warmup", "1",
+          "--chunks", "1,2,4,8", "--batch", "8", "--frames", "32", "--warmup", "1",
           "--repeats", "3", "--out", "{part}"),
          ("benchmarks/nanocodec_cpu.py", "--device", "cpu", "--graphs", "--check-replay",
           "--tiny", "--chunks", "1,2,4,8", "--batch", "2", "--frames", "16", "--warmup", "1",
           "--repeats", "1", "--out", "{part}")),
-    Step("magpie-serve", 100,
+    Step("magpie-serve", 95,
          (f"{GPU}/magpie_served.py", "--device", "cuda", "--port", "8012",
           "--log", "{logs}/magpie-server.log", "--out", "{part}"),
          (f"{GPU}/magpie_served.py", "--dry-run", "--port", "8012",
           "--log", "{logs}/magpie-server.log", "--out", "{part}")),
 )
-BUDGET_S = 460  # the issue's 8 minutes, less the wheel install, the report and a margin
+BUDGET_S = 465  # the issue's 8 minutes, less the wheel install, the report and a margin
 MIN_STEP_S = 10  # a step with less than this left is skipped, not started
 
 

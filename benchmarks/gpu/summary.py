@@ -78,6 +78,13 @@ def solve_rows(steps: dict[str, Any]) -> list[Row]:
             rows.append([f"flow solve {dtype} {key}",
                          f"eager {_ms(s.get('eager_ms'))}, replay {_ms(s.get('replay_ms'))}",
                          anchor, _verdict(ok)])
+            kernels = s.get("eager_kernels")
+            if kernels and kernels.get("top"):
+                first = kernels["top"][0]
+                rows.append([f"  eager {key}: {kernels['what']}",
+                             f"{kernels['count']} taking {kernels['ms']:.1f} ms; most: "
+                             f"{first['name'][:40]} x{first['count']} {first['ms']:.1f} ms",
+                             "", "n/a"])
     return rows
 
 

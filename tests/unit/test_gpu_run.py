@@ -33,7 +33,7 @@ def test_dry_run_of_the_codec_step_writes_every_figure(tmp_path: Path) -> None:
     record = json.loads((tmp_path / "gpu.json").read_text())
     assert record["facts"]["dry_run"] is True and list(record["steps"]) == ["nanocodec"]
     step = record["steps"]["nanocodec"]
-    assert step["status"] == "ok" and step["limit_s"] == 50
+    assert step["status"] == "ok" and step["limit_s"] == 75
     doc = step["part"]
     assert doc["decoder"] == "tiny"
     # one stream and 2 streams per step at every chunk; no graph modes on a CPU
