@@ -49,7 +49,7 @@ others still run):
 Run (repository root; the dry run takes well under a minute on 2 CPU cores):
 
     python benchmarks/gpu/magpie_served.py --out magpie_served.json          # CUDA
-    python benchmarks/gpu/magpie_served.py --dry-run --out /tmp/magpie_dry.json
+    python benchmarks/gpu/magpie_served.py --dry-run --out magpie_dry.json
 
 ``--set KEY=VALUE`` (repeatable) overrides a setting of the served config in every part, e.g.
 ``--set models.0.options.max_frames=32`` (the profiled part's ``max_frames`` is

@@ -7,7 +7,7 @@ dotted name rooted in torch and resolves it against a torch:
 
     .venv/bin/python benchmarks/gpu/torch_api.py                 # against the torch importing it
     .venv/bin/python benchmarks/gpu/torch_api.py --json out.json
-    .venv/bin/python benchmarks/gpu/torch_api.py --source-tree /tmp/torch211src   # no import
+    .venv/bin/python benchmarks/gpu/torch_api.py --source-tree torch-2.11-src   # no import
 
 What is collected: `torch.x.y` attribute chains (loads and stores, e.g. setting
 `torch.backends.cudnn.allow_tf32`), through import aliases in the scope they are bound in
