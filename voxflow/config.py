@@ -75,6 +75,13 @@ class ServerSettings(_Strict):
         "it is produced), as OpenAI's endpoint does; `false`: it gets the whole file. A "
         "request's own `stream` always wins.",
     )
+    unknown_fields: Literal["ignore", "refuse"] = Field(
+        "ignore",
+        description="A speech request's top-level fields that voxflow does not know (LibreChat "
+        "sends `backend`, other apps their own): `ignore` serves the request and names them in "
+        "the `X-Voxflow-Ignored` header and the access line; `refuse` answers 400 "
+        "`unknown_parameter`. A known field of the wrong type is a 400 either way.",
+    )
     max_voice_upload_bytes: int = Field(
         20_000_000, ge=1_000, le=1_000_000_000,
         description="Largest `POST /v1/audio/voices` body (the prompt recording or feature "

@@ -71,10 +71,12 @@ def test_item5_access_line_names_every_field(caplog):
     message = line.getMessage()
     assert message.startswith("request_id=rid-7 status=200 model=piper voice=joe chars=12 "
                               "audio_s=1.235 ttfa_s=0.25 total_s=")
-    assert message.endswith(" stream=true format=mp3 complete=true")
+    assert message.endswith(" stream=true format=mp3 complete=true ignored=-")
     assert (line.request_id, line.status, line.audio_s, line.ttfa_s) == ("rid-7", 200, 1.235, 0.25)
     unknown = AccessRecord("rid-8", status=400)
     assert unknown.fields(unknown.started_at)["model"] is None
+    extras = AccessRecord("rid-9", status=200, ignored="backend,instructions\nforged=1")
+    assert extras.fields(1.0)["ignored"] == "backend,instructions\\nforged=1"  # escaped
 
 
 FORGED = "joe\n2026-11-30 INFO voxflow.access: request_id=forged status=200"  # 64 characters
@@ -91,7 +93,7 @@ def test_item1_client_values_cannot_forge_or_flood_the_access_line(caplog):
     assert len(message) < 600
     fields = dict(part.split("=", 1) for part in message.split(" "))
     assert list(fields) == ["request_id", "status", "model", "voice", "chars", "audio_s",
-                            "ttfa_s", "total_s", "stream", "format", "complete"]
+                            "ttfa_s", "total_s", "stream", "format", "complete", "ignored"]
     assert fields["request_id"] == "rid-9"
     assert fields["model"] == "x" * 64 + "…[100,000_characters]"
     assert fields["voice"] == (r"joe\n2026-11-30\x20INFO\x20voxflow.access:"

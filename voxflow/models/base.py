@@ -137,6 +137,9 @@ class ModelFamily(ABC):
     # the front end places words (`TextFrontendStage.place_words`) and the stages attach
     # `voxflow.stages.outputs.WordTiming`s to each segment's output.
     word_timestamps: ClassVar[bool] = False
+    # True when the model reads a request's `instructions` (style prompts, gpt-4o-mini-tts
+    # style); otherwise they are accepted and ignored, and the response says so.
+    follows_instructions: ClassVar[bool] = False
 
     def __init__(self, name: str, settings: BaseModel):
         self.name = name

@@ -63,7 +63,8 @@ SPEECH_TYPES = ("audio/mpeg", "audio/wav", "audio/pcm", "audio/flac", "audio/ogg
                 "text/event-stream")
 """Content types of a speech response (`response_format`; SSE with ``stream_format: "sse"``)."""
 
-EXPOSED_HEADERS = ("X-Request-Id", "X-Sample-Rate", "X-Dropped-Letters", "Retry-After")
+EXPOSED_HEADERS = ("X-Request-Id", "X-Sample-Rate", "X-Dropped-Letters", "X-Voxflow-Ignored",
+                   "Retry-After")
 """Response headers a browser page may read when CORS is on (`server.cors_origins`)."""
 
 

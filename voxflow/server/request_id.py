@@ -106,6 +106,8 @@ class AccessRecord:
         status: the response's status code (None until headers leave).
         first_byte_at: perf_counter of the first non-empty body of a 2xx response.
         complete: True once the final body message was sent.
+        ignored: the body's fields the server did not act on, comma-separated (unknown
+            fields; instructions a model cannot follow), or None.
     """
 
     request_id: str
@@ -119,6 +121,7 @@ class AccessRecord:
     status: int | None = None
     first_byte_at: float | None = None
     complete: bool = False
+    ignored: str | None = None
 
     def fields(self, now: float) -> dict[str, Any]:
         """The access line's fields, in order (None for unknown); text fields made safe by
@@ -137,8 +140,10 @@ class AccessRecord:
             "stream": self.stream,
             "format": self.fmt,
             "complete": self.complete,
+            "ignored": self.ignored,
         } | {key: log_value(value) for key, value in (
-            ("model", self.model), ("voice", self.voice), ("format", self.fmt))
+            ("model", self.model), ("voice", self.voice), ("format", self.fmt),
+            ("ignored", self.ignored))
             if isinstance(value, str)}  # request_id is safe by construction (accepted_request_id)
 
 

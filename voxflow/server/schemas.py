@@ -5,7 +5,9 @@
 and M* accept them, `language` (the text's language, for multilingual voices) and `timestamps`
 (word timings, a voxflow extension). Types are
 strict: a string `seed` or a numeric `input` is a 400 naming the field, never coerced. Unknown
-fields are refused rather than silently ignored.
+top-level fields of a speech body are kept aside (`SpeechBody.unknown_fields`): the server's
+`server.unknown_fields` setting ignores them (named in a response header) or refuses them.
+`instructions` is accepted over HTTP; a model that cannot follow it ignores it, and says so.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ class SpeechOptions(BaseModel):
         json_schema_extra={"minimum": 0.25, "maximum": 4.0},
     )
     instructions: StrictStr | None = Field(
-        None, description="Not supported by the served models: a non-empty value is a 400."
+        None, description="How to speak (gpt-4o-mini-tts style). A model that cannot follow "
+        "instructions ignores them and names `instructions` in `X-Voxflow-Ignored`."
     )
     seed: StrictInt | None = Field(  # range checked by the engine (voxflow.engine.checks)
         None, description="0 to 2**63-1: the same request and seed give the same bytes.",
@@ -73,20 +76,16 @@ class SpeechOptions(BaseModel):
             raise ValueError('voice must be a string or an object {"id": string}')
         return value
 
-    @field_validator("instructions")
-    @classmethod
-    def _no_instructions(cls, value: str | None) -> str | None:
-        if value:
-            raise ValueError("instructions are not supported by the models served here")
-        return value
-
     @property
     def voice_id(self) -> str:
         return self.voice if isinstance(self.voice, str) else self.voice.id
 
 
 class SpeechBody(SpeechOptions):
-    """Body of `POST /v1/audio/speech`."""
+    """Body of `POST /v1/audio/speech`. Unknown top-level fields are kept, not refused here
+    (`unknown_fields`); what to do with them is the server's setting."""
+
+    model_config = ConfigDict(extra="allow")
 
     input: StrictStr = Field(
         description="The text (or SSML starting with `<speak>`) to speak: 1 to "
@@ -108,6 +107,12 @@ class SpeechBody(SpeechOptions):
         "`POST /v1/audio/speech/timestamps`."
     )
 
+    @property
+    def unknown_fields(self) -> list[str]:
+        """The top-level field names the body holds that are not fields of the API, in the
+        order sent."""
+        return list(self.model_extra or {})
+
     def streams(self, default: bool) -> bool:
         """Whether the audio is streamed: SSE always; else `stream`, or `default` (the server's
         `server.stream_by_default`) when the request has no `stream` field."""
@@ -125,3 +130,11 @@ class StreamConfig(SpeechOptions):
         "(start and end in seconds of the stream's audio, its span of the text sent); only "
         "for a model that times words (Piper)."
     )
+
+    @field_validator("instructions")
+    @classmethod
+    def _no_instructions(cls, value: str | None) -> str | None:
+        # a stream has no response header to say they were ignored: refused, as before
+        if value:
+            raise ValueError("instructions are not supported by the models served here")
+        return value

@@ -34,6 +34,7 @@ from voxflow.engine.request import AudioChunk, SpeechRequest, TimedWord
 from voxflow.engine.stream import SpeechStream
 from voxflow.errors import InvalidRequestError, VoxflowError
 from voxflow.models.cloning import VoiceCloning
+from voxflow.server import ignored as ignored_header
 from voxflow.server.coalesce import coalesced
 from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
@@ -127,8 +128,10 @@ async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str,
     return Response(data, media_type=content_type(fmt), headers=headers)
 
 
-def _headers(stream: SpeechStream, engine: Engine) -> dict[str, str]:
+def _headers(stream: SpeechStream, engine: Engine, ignored: list[str]) -> dict[str, str]:
     headers = {"X-Sample-Rate": str(stream.sample_rate), "X-Request-Id": stream.request_id}
+    if ignored:  # fields sent and not acted on (voxflow.server.ignored)
+        headers[ignored_header.HEADER] = ignored_header.header_value(ignored)
     if engine.family(stream.state.request.model).random_weights_note() is not None:
         headers["X-Voxflow-Weights"] = "random"  # noise, not speech (/v1/models says more)
     document = stream.state.document
@@ -218,18 +221,23 @@ def hold_saved_voice(engine: Engine, stream: SpeechStream) -> None:
 
 
 def submit_speech(body: SpeechBody, request: Request, engine: Engine, streams: bool,
-                  timestamps: bool = False) -> SpeechStream:
+                  timestamps: bool = False) -> tuple[SpeechStream, list[str]]:
     """Submit `body` to `engine` for the speech routes: the request's access record filled
-    (the names asked for, then the served ones, and its audio seconds), and a saved voice held
-    until the request ends, so deleting it meanwhile does not pull it from under the request
-    (`voxflow.models.cloning`; no await between submit's check and the hold).
+    (the names asked for, then the served ones, its audio seconds and the fields ignored), and
+    a saved voice held until the request ends, so deleting it meanwhile does not pull it from
+    under the request (`voxflow.models.cloning`; no await between submit's check and the hold).
 
     Args:
         streams: whether the response is streamed (the access line says so).
         timestamps: ask for word timings even if the body does not.
+    Returns:
+        The stream, and the fields of `body` the served model does not act on (for the
+        ``X-Voxflow-Ignored`` header).
     Raises:
+        InvalidRequestError: an unknown field under ``server.unknown_fields: refuse``.
         what `Engine.submit` raises (a 4xx for bad input).
     """
+    ignored_header.refuse_unknown(body, request.app.state.settings.server.unknown_fields)
     access: AccessRecord | None = getattr(request.state, "access", None)
     if access is not None:
         access.model, access.voice, access.chars = body.model, body.voice_id, len(body.input)
@@ -239,11 +247,13 @@ def submit_speech(body: SpeechBody, request: Request, engine: Engine, streams: b
         speech = replace(speech, timestamps=True)
     stream = engine.submit(speech)  # resolves model and voice aliases
     hold_saved_voice(engine, stream)
+    ignored = ignored_header.ignored_fields(body, engine.family(stream.state.request.model))
     if access is not None:
         state = stream.state
         access.model, access.voice = state.request.model, state.request.voice  # served names
         access.audio = lambda: state.audio_samples / state.sample_rate
-    return stream
+        access.ignored = ",".join(ignored) or None
+    return stream, ignored
 
 
 async def create_speech(body: SpeechBody, request: Request) -> Response:
@@ -259,7 +269,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
             param="timestamps",
             code="timestamps_need_sse",
         )
-    stream = submit_speech(body, request, engine, streams)
+    stream, ignored = submit_speech(body, request, engine, streams)
     # Until a StreamingResponse takes over (it watches the connection itself), a client that
     # leaves cancels the request here, whether it waits for the first chunk or the whole file.
     watcher = asyncio.create_task(_close_on_disconnect(request, stream))
@@ -267,7 +277,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
         first = await _first_chunk(stream)
         fmt = body.response_format
         if not streams:
-            return await _whole(stream, first, fmt, _headers(stream, engine))
+            return await _whole(stream, first, fmt, _headers(stream, engine, ignored))
     except StopAsyncIteration:
         return Response(status_code=CLIENT_CLOSED)
     finally:
@@ -281,4 +291,4 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
         content = _audio_bytes(stream, first, fmt, min_samples)
         media = content_type(fmt)
     return CancellingStreamingResponse(content, stream, media_type=media,
-                                       headers=_headers(stream, engine))
+                                       headers=_headers(stream, engine, ignored))

@@ -54,7 +54,7 @@ async def create_speech_timestamps(body: SpeechBody, request: Request) -> Respon
     """Synthesize `body` whole; answer its audio (base64) and its words (module docstring)."""
     _check_not_streamed(body)
     engine: Engine = request.app.state.engine
-    stream = submit_speech(body, request, engine, streams=False, timestamps=True)
+    stream, ignored = submit_speech(body, request, engine, streams=False, timestamps=True)
     watcher = asyncio.create_task(_close_on_disconnect(request, stream))
     try:
         chunks = [await _first_chunk(stream)]
@@ -77,5 +77,5 @@ async def create_speech_timestamps(body: SpeechBody, request: Request) -> Respon
             "duration": round(audio.size / rate, 3),
             "words": [word_json(body.input, w) for c in chunks for w in c.words],
         },
-        headers=_headers(stream, engine),
+        headers=_headers(stream, engine, ignored),
     )
