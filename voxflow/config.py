@@ -38,8 +38,11 @@ OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 
 OPENAI_VOICES = (
     "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
+    "marin", "cedar",
 )
-"""The voice names OpenAI's speech API takes; the built-in default reads them all with joe."""
+"""The voice names OpenAI's speech API takes (platform.openai.com/docs/guides/text-to-speech,
+2026); the built-in default reads them all with joe. Pipecat refuses any other voice name before
+it sends a request, so each also resolves on every model (`voxflow.engine.aliases`)."""
 
 
 class ConfigError(ValueError):

@@ -1,4 +1,4 @@
-"""CosyVoice3 checks for one GPU, called step by step by `benchmarks/gpu/cosyvoice3.sh`.
+"""CosyVoice3 checks for one GPU, steps `cv3-parity` and `cv3-solve` of `benchmarks/gpu/run.sh`.
 
 Steps (each writes one JSON part; `merge` joins them):
 

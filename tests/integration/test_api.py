@@ -336,7 +336,7 @@ def test_item3_cors_is_off_on_the_default_server(joe_server):
 # ---- Issue 8, item 2: OpenAI model and voice names ---------------------------------------------
 
 OPENAI_VOICES = ["alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage",
-                 "shimmer", "verse"]
+                 "shimmer", "verse", "marin", "cedar"]  # written out: the test's own list
 
 
 def test_item2_openai_names_are_listed_with_what_they_resolve_to(joe_server):
@@ -373,17 +373,31 @@ def test_item2_openai_client_with_openai_names_gets_joe(joe_server, caplog):
         joe_server.url, input="Hi.", response_format="pcm", seed=1).content
 
 
+def test_issue38_item5_every_openai_voice_and_dated_model_name_speaks_joe(joe_server):
+    """Pipecat refuses any voice but OpenAI's 13 before sending: each must resolve, and a
+    dated snapshot of a model name (gpt-4o-mini-tts-2025-12-15) like the name itself."""
+    joe = post(joe_server.url, input="Hi.", response_format="pcm", seed=4).content
+    for voice in OPENAI_VOICES:
+        r = post(joe_server.url, model="gpt-4o-mini-tts-2025-12-15", voice=voice, input="Hi.",
+                 response_format="pcm", seed=4)
+        assert r.status_code == 200 and r.content == joe, voice
+    r = httpx.get(f"{joe_server.url}/v1/audio/voices", params={"model": "tts-1-2025-01-01"})
+    assert r.status_code == 200 and {v["model"] for v in r.json()["data"]} == {"piper"}
+    r = post(joe_server.url, model="tts-1-2025-13")  # not a date suffix: unknown
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
 def test_item2_unknown_names_list_models_voices_and_aliases(joe_server):
     r = post(joe_server.url, model="tts-2")
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
     assert r.json()["error"]["message"] == (
         "The model 'tts-2' does not exist. Served models: piper, gpt-4o-mini-tts (alias of "
         "piper), tts-1 (alias of piper), tts-1-hd (alias of piper).")
-    r = post(joe_server.url, model="tts-1", voice="marin")
+    r = post(joe_server.url, model="tts-1", voice="river")
     error = r.json()["error"]
     assert r.status_code == 400 and (error["param"], error["code"]) == ("voice", "voice_not_found")
     assert error["message"] == (
-        "Voice 'marin' is not a voice of model 'piper'. Available voices: joe (aliases: "
+        "Voice 'river' is not a voice of model 'piper'. Available voices: joe (aliases: "
         f"{', '.join(sorted(OPENAI_VOICES))}).")
     r = httpx.get(f"{joe_server.url}/v1/audio/voices", params={"model": "tts-2"})
     assert r.status_code == 404 and "tts-1 (alias of piper)" in r.json()["error"]["message"]

@@ -21,7 +21,7 @@ import yaml
 
 from voxflow.cli import main
 from voxflow.cli import speak as cli_speak
-from voxflow.config import EngineSettings, ServerSettings, Settings, load_settings
+from voxflow.config import OPENAI_VOICES, EngineSettings, ServerSettings, Settings, load_settings
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.ray.settings import RaySettings
 
@@ -288,10 +288,13 @@ def test_item4_serve_turns_uvicorn_access_log_off(capsys, monkeypatch) -> None:
 # ---- voices -------------------------------------------------------------------------------------
 def test_voices_json_lists_the_tiny_voice(capsys, tiny_config) -> None:
     out, _ = run_ok(capsys, ["voices", "--config", str(tiny_config), "--json"])
-    assert json.loads(out) == [{
-        "id": "tiny", "object": "voice", "model": "tiny-piper", "family": "piper",
-        "language": "en-US", "languages": ["en-US"], "sample_rate": 16000, "default": True,
-    }]
+    tiny = {"id": "tiny", "object": "voice", "model": "tiny-piper", "family": "piper",
+            "language": "en-US", "languages": ["en-US"], "sample_rate": 16000, "default": True}
+    rows = json.loads(out)
+    assert rows[0] == tiny
+    # then OpenAI's 13 names, each standing for the model's default voice (issue 38 item 5)
+    assert rows[1:] == [{**tiny, "id": name, "alias_of": "tiny", "default": False}
+                        for name in OPENAI_VOICES]
 
 
 def test_item9_voices_json_has_the_shape_of_the_api_voices(capsys, tiny_config) -> None:
@@ -306,7 +309,7 @@ def test_item9_voices_json_has_the_shape_of_the_api_voices(capsys, tiny_config) 
     with TestClient(create_app(load_settings(tiny_config))) as client:
         api = client.get("/v1/audio/voices").json()["data"]
     assert cli == api
-    assert [v["id"] for v in cli] == ["tiny"] and "voice" not in cli[0]
+    assert [v["id"] for v in cli] == ["tiny", *OPENAI_VOICES] and "voice" not in cli[0]
 
 
 @pytest.fixture
@@ -336,13 +339,14 @@ def test_item2_speak_takes_model_and_voice_aliases_and_voices_lists_them(
     assert "loaded model tiny-piper" in err
     out, _ = run_ok(capsys, ["voices", "--config", str(alias_config), "--json"])
     rows = json.loads(out)
-    assert [(r["id"], r.get("alias_of")) for r in rows] == [("tiny", None), ("alloy", "tiny")]
+    assert [(r["id"], r.get("alias_of")) for r in rows] == [
+        ("tiny", None), ("alloy", "tiny"), *((n, "tiny") for n in OPENAI_VOICES if n != "alloy")]
     table, _ = run_ok(capsys, ["voices", "--config", str(alias_config), "--model", "tts-1"])
     assert table.splitlines()[2].split()[:3] == ["alloy", "->", "tiny"]
     err = run_fail(capsys, ["speak", TEXT, "-o", str(by_alias), "--config", str(alias_config),
-                            "--voice", "nova"])
-    assert "Voice 'nova' is not a voice of model 'tiny-piper'" in err
-    assert "(aliases: alloy)" in err
+                            "--voice", "nobody"])
+    assert "Voice 'nobody' is not a voice of model 'tiny-piper'" in err
+    assert f"(aliases: {', '.join(sorted(OPENAI_VOICES))})" in err
 
 
 def test_voices_table_and_unknown_model(capsys, tiny_config) -> None:
@@ -495,3 +499,15 @@ def test_item8_opus_summary_prints_the_rate_of_the_file(capsys, tmp_path) -> Non
                              "--config", str(DEFAULT_CONFIG)])
     assert sf.info(str(out)).samplerate == 48000
     assert " s of audio at 48000 Hz in " in err.strip().splitlines()[-1]
+
+
+def test_issue38_openai_voices_resolve_on_a_model_that_configures_none(
+    capsys, tiny_config, tmp_path
+) -> None:
+    """A model with no voice_aliases still takes OpenAI's names (its default voice)."""
+    by_openai, by_name = tmp_path / "cedar.wav", tmp_path / "tiny.wav"
+    run_ok(capsys, ["speak", TEXT, "-o", str(by_openai), "--seed", "3", "--config",
+                    str(tiny_config), "--voice", "cedar"])
+    run_ok(capsys, ["speak", TEXT, "-o", str(by_name), "--seed", "3", "--config",
+                    str(tiny_config), "--voice", "tiny"])
+    assert by_openai.read_bytes() == by_name.read_bytes() and by_name.stat().st_size > 1000

@@ -87,3 +87,15 @@ def test_missing_and_failed_steps_are_named_not_raised() -> None:
     assert ["NanoCodec streamed", "failed (exit 1)", ">= 0.95, 0 copies", "n/a"] in rows
     assert ["flow solve b1/250", "not run", "145 / 41 ms", "n/a"] in rows
     assert text.splitlines()[0].split() == ["check", "figure", "anchor", "/", "goal", "verdict"]
+
+
+def test_readme_gives_each_steps_limit_and_the_budget() -> None:
+    """benchmarks/gpu/README.md's table and budget are run.py's (they drifted once)."""
+    import re
+
+    from run import BUDGET_S, STEPS
+
+    text = (ROOT / "benchmarks" / "gpu" / "README.md").read_text()
+    table = dict(re.findall(r"^\| `([\w-]+)` \| (\d+) s \|", text, re.M))
+    assert table == {step.name: str(step.limit_s) for step in STEPS}
+    assert f"{BUDGET_S} s budget" in text

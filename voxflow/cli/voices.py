@@ -9,6 +9,7 @@ from typing import Any
 
 from voxflow.cli.common import CliError, load_cli_settings, only_model
 from voxflow.config import Settings
+from voxflow.engine.aliases import openai_voice_table
 from voxflow.logging_setup import configure_logging
 from voxflow.models.base import ModelFamily
 from voxflow.models.registry import family_class
@@ -51,7 +52,8 @@ def voice_rows(settings: Settings) -> list[dict[str, Any]]:
     rows = []
     for spec in settings.models:
         family = load_family(spec.name, spec.family, spec.options)
-        rows.extend(model_voice_entries(spec.name, family, dict(spec.voice_aliases)))
+        rows.extend(model_voice_entries(spec.name, family,
+                                        openai_voice_table(family, spec.voice_aliases)))
     return rows
 
 

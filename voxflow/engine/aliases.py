@@ -1,5 +1,7 @@
 """Model and voice aliases: the names OpenAI apps hard-code (``tts-1``, ``alloy``) served by
-real models and voices.
+real models and voices. OpenAI's 13 voice names resolve on every model (to its default voice
+where the settings map them nowhere else), and a dated model name (``...-2025-12-15``) as its
+base name.
 
 Each model in the settings lists its own `aliases` (other `model` names) and `voice_aliases`
 (alias -> one of its voices). Model aliases are checked when the settings load (one name, one
@@ -11,15 +13,30 @@ only ever see served names.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from voxflow.config import ConfigError, Settings
+from voxflow.config import OPENAI_VOICES, ConfigError, Settings
 from voxflow.errors import InvalidRequestError, ModelNotFoundError, echo
 
 if TYPE_CHECKING:
     from voxflow.engine.engine import Engine
+    from voxflow.models.base import ModelFamily
+
+DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")
+"""A dated model snapshot's suffix (``gpt-4o-mini-tts-2025-12-15``): served as its base name."""
+
+
+def openai_voice_table(family: ModelFamily, configured: Mapping[str, str]) -> dict[str, str]:
+    """`configured` voice aliases of a model, plus each of `OPENAI_VOICES` that is neither
+    configured nor a voice of `family` -> `family`'s default voice."""
+    table = dict(configured)
+    for name in OPENAI_VOICES:
+        if name not in table and name not in family.voices:
+            table[name] = family.default_voice
+    return table
 
 
 @dataclass(frozen=True)
@@ -67,6 +84,22 @@ class Aliases:
                         f"model '{model}' (its voices: {', '.join(voices)})"
                     )
 
+    def with_openai_voices(self, engine: Engine) -> Aliases:
+        """These tables with `OPENAI_VOICES` added for every loaded model
+        (`openai_voice_table`); call once the voices are loaded and checked."""
+        voices = {name: openai_voice_table(served.family, self.voices.get(name, {}))
+                  for name, served in engine.models.items() if served.family is not None}
+        return replace(self, voices={**self.voices, **voices})
+
+    def served_model(self, engine: Engine, model: str) -> str | None:
+        """The served model `model` names: itself, the model it is an alias of, or the same
+        for its base name when it ends in a date (`DATED`); None if none is served."""
+        for name in (model, DATED.sub("", model)):
+            served = self.models.get(name, name)
+            if served in engine.models:
+                return served
+        return None
+
     def model_not_found(self, engine: Engine, model: str) -> ModelNotFoundError:
         """The 404 for an unknown `model`, listing the served models, then the aliases with
         the model each stands for."""
@@ -85,8 +118,8 @@ class Aliases:
             InvalidRequestError: param "voice", code "voice_not_found": `voice` is neither a
                 voice of the model nor one of its voice aliases.
         """
-        served = self.models.get(model, model)
-        if served not in engine.models:
+        served = self.served_model(engine, model)
+        if served is None:
             raise self.model_not_found(engine, model)
         table = self.voices.get(served, {})
         family = engine.models[served].family
@@ -103,4 +136,4 @@ class Aliases:
         return served, voice
 
 
-__all__ = ["Aliases"]
+__all__ = ["DATED", "Aliases", "openai_voice_table"]

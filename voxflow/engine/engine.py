@@ -146,6 +146,7 @@ class Engine:
                 raise
         try:
             self.aliases.check(self)  # voice aliases need the loaded voices
+            self.aliases = self.aliases.with_openai_voices(self)
         except ConfigError:
             self.stop()
             raise

@@ -114,8 +114,8 @@ def voices_list(
     """
     aliases = aliases or Aliases()
     if model is not None:
-        target = aliases.models.get(model, model)
-        if target not in engine.models:
+        target = aliases.served_model(engine, model)
+        if target is None:
             raise aliases.model_not_found(engine, model)
         model = target
     data = []
