@@ -121,6 +121,13 @@ class ServerSettings(_Strict):
         "and lines starting with `#` skipped. Read once at start-up; a missing or unreadable "
         "file, or one without a key, stops start-up.",
     )
+    listings_public: bool = Field(
+        False,
+        description="With API keys set, serve the read-only listings (`GET /v1/models`, "
+        "`/v1/models/{id}`, `/v1/audio/voices`, `/v1/audio/models`) without a key. Open WebUI "
+        "reads voices and models without its key and silently offers OpenAI's six voices when "
+        "refused: turn this on for it. No effect without keys.",
+    )
     metrics_public: bool = Field(
         False,
         description="With API keys set, serve `GET /metrics` without a key. Off by default: "

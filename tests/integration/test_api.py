@@ -387,6 +387,18 @@ def test_issue38_item5_every_openai_voice_and_dated_model_name_speaks_joe(joe_se
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
 
 
+def test_issue38_item6_open_webui_reads_voices_and_audio_models(joe_server):
+    """Open WebUI reads {"voices": [{"id", "name"}]} and {"models": [{"id"}]}."""
+    voices = httpx.get(f"{joe_server.url}/v1/audio/voices").json()
+    assert [v["id"] for v in voices["voices"]] == [v["id"] for v in voices["data"]]
+    assert voices["voices"][0] == {"id": "joe", "name": "joe"}
+    assert {"id": "alloy", "name": "alloy (joe)"} in voices["voices"]
+    assert len(voices["voices"]) == 1 + len(OPENAI_VOICES)
+    models = httpx.get(f"{joe_server.url}/v1/audio/models").json()
+    assert models == {"models": [{"id": "piper"}, {"id": "tts-1"}, {"id": "tts-1-hd"},
+                                 {"id": "gpt-4o-mini-tts"}]}
+
+
 def test_item2_unknown_names_list_models_voices_and_aliases(joe_server):
     r = post(joe_server.url, model="tts-2")
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"

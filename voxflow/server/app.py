@@ -48,7 +48,7 @@ from voxflow.engine.engine import Engine
 from voxflow.server.auth import ApiKeyMiddleware, KeyRing, document_bearer_auth, open_paths
 from voxflow.server.cors import OpenAICORSMiddleware
 from voxflow.server.errors import install_error_handlers
-from voxflow.server.listings import models_list, voices_list
+from voxflow.server.listings import audio_models_list, models_list, voices_list
 from voxflow.server.openapi import error_responses, install_openapi
 from voxflow.server.playground import install_playground
 from voxflow.server.request_id import RequestIdMiddleware
@@ -114,6 +114,12 @@ async def list_voices(request: Request, model: str | None = None) -> dict:
     """`GET /v1/audio/voices` (``?model=`` filters, aliases included)."""
     state = request.app.state
     return voices_list(state.engine, model, state.engine.aliases)
+
+
+async def list_audio_models(request: Request) -> dict:
+    """`GET /v1/audio/models`: the models as Open WebUI reads them (``{"models": [{"id"}]}``)."""
+    state = request.app.state
+    return audio_models_list(state.engine, state.engine.aliases)
 
 
 async def health(request: Request) -> JSONResponse:
@@ -218,6 +224,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
         ("/v1/models", list_models, (405,)),
         ("/v1/models/{model_id}", get_model, (404, 405)),
         ("/v1/audio/voices", list_voices, (404, 405)),
+        ("/v1/audio/models", list_audio_models, (405,)),
         ("/health", health, (405,)),
         ("/metrics", metrics, (405,)),
     ):

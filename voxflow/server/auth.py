@@ -14,7 +14,8 @@ the log line of a refusal.
 Open without a key: `OPEN_PATHS` (``/health``, which says whether a key is needed, the
 API docs pages ``/docs``, ``/redoc``, ``/openapi.json``, and the playground's page and files,
 `voxflow.server.playground.PAGE_PATHS`, which ask for a key themselves) and ``/metrics`` when
-``server.metrics_public``. Everything else, unknown routes included, needs the key. CORS
+``server.metrics_public``; the read-only listings (`LISTINGS`) when ``server.listings_public``.
+Everything else, unknown routes included, needs the key. CORS
 preflights never reach this middleware when CORS is on (`voxflow.server.cors` answers them;
 browsers send no ``Authorization`` on a preflight), and a 401 goes back through CORS, so a page
 can read it.
@@ -64,9 +65,27 @@ WRONG_KEY_MESSAGE = (
 )
 
 
+LISTINGS = frozenset({"GET /v1/models", "GET /v1/models/*", "GET /v1/audio/voices",
+                      "GET /v1/audio/models"})
+"""The read-only listings, open without a key under ``server.listings_public`` (Open WebUI reads
+voices and models without sending its key). ``METHOD PATH`` entries open that method only; a
+path ending in ``/*`` opens everything below it."""
+
+
 def open_paths(server: ServerSettings) -> frozenset[str]:
-    """The paths served without a key under `server`'s settings."""
-    return (OPEN_PATHS | {METRICS_PATH}) if server.metrics_public else OPEN_PATHS
+    """The paths (and ``METHOD PATH`` entries) served without a key under `server`'s
+    settings."""
+    public = (OPEN_PATHS | {METRICS_PATH}) if server.metrics_public else OPEN_PATHS
+    return public | LISTINGS if server.listings_public else public
+
+
+def is_open(public: frozenset[str], method: str, path: str) -> bool:
+    """Whether `method` `path` is served without a key: `path` is in `public`, or
+    ``METHOD PATH`` is, or a ``METHOD PREFIX/*`` entry covers it."""
+    if path in public or f"{method} {path}" in public:
+        return True
+    head, _, _ = path.rpartition("/")
+    return bool(head) and f"{method} {head}/*" in public
 
 
 def _digest(data: bytes) -> bytes:
@@ -127,7 +146,8 @@ class ApiKeyMiddleware:
         self.public = public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope.get("path") in self.public:
+        if scope["type"] not in ("http", "websocket") or is_open(
+                self.public, scope.get("method", "WEBSOCKET"), scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         error = self.keys.check(_authorization(scope))
@@ -165,9 +185,9 @@ def document_bearer_auth(schema: dict[str, Any], public: frozenset[str]) -> None
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
     }
     for path, operations in schema.get("paths", {}).items():
-        if path in public:
-            continue
-        for operation in operations.values():
+        for method, operation in operations.items():
+            if is_open(public, method.upper(), path):
+                continue
             operation["security"] = [{SCHEME_NAME: []}]
             operation.setdefault("responses", {})["401"] = unauthorized
 
@@ -178,5 +198,6 @@ __all__ = [
     "ApiKeyMiddleware",
     "KeyRing",
     "document_bearer_auth",
+    "is_open",
     "open_paths",
 ]

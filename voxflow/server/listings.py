@@ -1,4 +1,4 @@
-"""The bodies of ``GET /v1/models`` and ``GET /v1/audio/voices``.
+"""The bodies of ``GET /v1/models``, ``GET /v1/audio/voices`` and ``GET /v1/audio/models``.
 
 A voice entry says every language the voice accepts (`ModelFamily.languages`, the family's own
 answer, the voice's own language first) as ``languages``, and keeps ``language`` as its own
@@ -123,8 +123,25 @@ def voices_list(
         if served.family is None or (model is not None and name != model):
             continue
         data.extend(model_voice_entries(name, served.family, dict(aliases.voices.get(name, {}))))
-    return {"object": "list", "data": data}
+    return {"object": "list", "data": data, "voices": named_voices(data)}
 
 
-__all__ = ["model_voice_entries", "models_list", "tag_case", "voice_entry", "voice_languages",
-           "voices_list"]
+def named_voices(entries: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The ``voices`` list Open WebUI reads (``[{"id", "name"}]``): each voice id once, in
+    listing order (the first model's entry wins), an alias named with the voice it stands
+    for (``alloy (joe)``)."""
+    seen: dict[str, dict[str, str]] = {}
+    for entry in entries:
+        name = entry["id"] if "alias_of" not in entry else f"{entry['id']} ({entry['alias_of']})"
+        seen.setdefault(entry["id"], {"id": entry["id"], "name": name})
+    return list(seen.values())
+
+
+def audio_models_list(engine: Engine, aliases: Aliases | None = None) -> dict[str, Any]:
+    """The body of ``GET /v1/audio/models`` as Open WebUI reads it: ``{"models": [{"id"}]}``,
+    every served model then every model alias (`models_list`'s entries, ids only)."""
+    return {"models": [{"id": entry["id"]} for entry in models_list(engine, aliases)["data"]]}
+
+
+__all__ = ["audio_models_list", "model_voice_entries", "models_list", "named_voices", "tag_case",
+           "voice_entry", "voice_languages", "voices_list"]
