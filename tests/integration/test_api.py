@@ -97,6 +97,15 @@ def test_sse_stream_carries_deltas_then_done(joe_server):
     assert kinds[-1] == "speech.audio.done" and set(kinds[:-1]) == {"speech.audio.delta"}
     audio = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
     assert audio == post(joe_server.url, response_format="pcm", seed=99).content
+    # issue 38 item 7: OpenAI's usage fields beside voxflow's (a token: one input character,
+    # 20 ms of output audio)
+    seconds = len(audio) / 2 / 22050
+    usage = events[-1]["usage"]
+    assert usage["input_characters"] == usage["input_tokens"] == len(TEXT)
+    assert usage["output_audio_seconds"] == round(seconds, 3)
+    samples = len(audio) // 2
+    assert usage["output_tokens"] == -(-samples * 50 // 22050) > 0  # ceil(samples / 441)
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
 
 
 def test_models_voices_health_metrics(joe_server):

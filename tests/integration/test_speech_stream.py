@@ -8,6 +8,7 @@ arriving slower than speech is spoken whole, without errors."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import httpx
@@ -81,8 +82,12 @@ def test_sentences_sent_word_by_word_are_spoken_in_order_as_http_speaks_them(joe
     for before, after in zip(ends, starts[1:], strict=False):
         assert after["audio_start"] == before["audio_end"]
     done = got.of_type("speech.audio.done")[0]
+    seconds = len(got.audio) / 2 / RATE
+    tokens = math.ceil(round(seconds / 0.02, 6))  # one output token per 20 ms of audio
     assert done["usage"] == {"input_characters": len(text),
-                             "output_audio_seconds": round(len(got.audio) / 2 / RATE, 3)}
+                             "output_audio_seconds": round(seconds, 3),
+                             "input_tokens": len(text), "output_tokens": tokens,
+                             "total_tokens": len(text) + tokens}
     # each sentence is its own request with the stream's seed: the HTTP route's bytes
     reference = [http_pcm(joe_server, s) for s in SENTENCES]
     assert [e["samples"] * 2 for e in ends] == [len(r) for r in reference]

@@ -38,6 +38,7 @@ from voxflow.server import ignored as ignored_header
 from voxflow.server.coalesce import coalesced
 from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
+from voxflow.server.stream_protocol import done_event
 from voxflow.server.words import word_event
 
 log = logging.getLogger(__name__)
@@ -172,13 +173,7 @@ async def _sse_events(
                 yield _sse({"type": "speech.audio.delta",
                             "audio": base64.b64encode(data).decode()})
         samples = stream.state.audio_samples
-        yield _sse({
-            "type": "speech.audio.done",
-            "usage": {
-                "input_characters": n_chars,
-                "output_audio_seconds": round(samples / stream.sample_rate, 3),
-            },
-        })
+        yield _sse(done_event(n_chars, samples / stream.sample_rate))
     except VoxflowError as exc:
         yield _sse({"type": "error", **exc.to_dict()})
 

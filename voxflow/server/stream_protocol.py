@@ -18,6 +18,7 @@ code is 4000 + the HTTP status the same error gets on `POST /v1/audio/speech` (4
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,10 +186,21 @@ def stream_word_event(span: TextSpan, word: TimedWord, offset_s: float) -> dict[
             "text_start": word.text_start + span.start, "text_end": word.text_end + span.start}
 
 
+AUDIO_TOKEN_S = 0.02
+"""Seconds of audio one output token counts in ``usage`` (20 ms, whatever the model's own frame
+rate: a figure comparable across models; docs/api.md)."""
+
+
 def done_event(input_chars: int, audio_s: float) -> dict[str, Any]:
-    """The last event before the normal close, as SSE's ``speech.audio.done``."""
+    """The last event of a speech stream (SSE's ``speech.audio.done``, the WebSocket's last
+    message): ``usage`` with voxflow's own figures and OpenAI's token fields, an input token
+    being one character of the input and an output token `AUDIO_TOKEN_S` of audio (rounded
+    up)."""
+    output_tokens = math.ceil(round(audio_s / AUDIO_TOKEN_S, 6))
     return {"type": "speech.audio.done",
-            "usage": {"input_characters": input_chars, "output_audio_seconds": round(audio_s, 3)}}
+            "usage": {"input_characters": input_chars, "output_audio_seconds": round(audio_s, 3),
+                      "input_tokens": input_chars, "output_tokens": output_tokens,
+                      "total_tokens": input_chars + output_tokens}}
 
 
 __all__ = [
