@@ -68,7 +68,7 @@ def test_a_wav_response_and_the_models_listing_say_the_weights_are_random(server
 
 
 @pytest.mark.parametrize(("body", "status", "param"), [
-    ({"voice": "alloy"}, 400, "voice"),
+    ({"voice": "nobody"}, 400, "voice"),  # OpenAI's names (alloy) resolve on every model
     ({"input": ""}, 400, "input"),
     ({"input": "x" * 4097}, 400, "input"),
     ({"input": "🙂 !"}, 400, "input"),

@@ -45,11 +45,21 @@ class Aliases:
 
     Attributes:
         models: model alias -> served model name.
-        voices: served model name -> (voice alias -> voice id).
+        voices: served model name -> (voice alias -> voice id), as configured.
+        openai: served model name -> (OpenAI voice name -> its default voice), for the names
+            of `OPENAI_VOICES` its configuration maps nowhere (`with_openai_voices`). Kept
+            apart from `voices`: a configured alias keeps its voice from being deleted, a
+            built-in one does not.
     """
 
     models: Mapping[str, str] = field(default_factory=dict)
     voices: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    openai: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def voice_table(self, model: str) -> dict[str, str]:
+        """Every voice alias of served `model`: the built-in OpenAI names, then the configured
+        ones (which win)."""
+        return {**self.openai.get(model, {}), **self.voices.get(model, {})}
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Aliases:
@@ -87,9 +97,13 @@ class Aliases:
     def with_openai_voices(self, engine: Engine) -> Aliases:
         """These tables with `OPENAI_VOICES` added for every loaded model
         (`openai_voice_table`); call once the voices are loaded and checked."""
-        voices = {name: openai_voice_table(served.family, self.voices.get(name, {}))
-                  for name, served in engine.models.items() if served.family is not None}
-        return replace(self, voices={**self.voices, **voices})
+        openai = {}
+        for name, served in engine.models.items():
+            if served.family is not None:
+                configured = self.voices.get(name, {})
+                table = openai_voice_table(served.family, configured)
+                openai[name] = {k: v for k, v in table.items() if k not in configured}
+        return replace(self, openai=openai)
 
     def served_model(self, engine: Engine, model: str) -> str | None:
         """The served model `model` names: itself, the model it is an alias of, or the same
@@ -121,7 +135,7 @@ class Aliases:
         served = self.served_model(engine, model)
         if served is None:
             raise self.model_not_found(engine, model)
-        table = self.voices.get(served, {})
+        table = self.voice_table(served)
         family = engine.models[served].family
         if voice in table:
             return served, table[voice]

@@ -69,7 +69,11 @@ def model_voice_entries(
         for entry in data:
             entry["saved"] = entry["id"] in saved
     for alias, voice_id in (voice_aliases or {}).items():
+        if voice_id not in family.voices:
+            continue  # a saved voice deleted since (never one an alias of the settings names)
         entry = voice_entry(model, family, voice_id)
+        if isinstance(family, VoiceCloning):
+            entry["saved"] = False  # an alias is never a saved voice (nothing to delete)
         data.append({**entry, "id": alias, "alias_of": voice_id, "default": False})
     return data
 
@@ -122,7 +126,7 @@ def voices_list(
     for name, served in engine.models.items():
         if served.family is None or (model is not None and name != model):
             continue
-        data.extend(model_voice_entries(name, served.family, dict(aliases.voices.get(name, {}))))
+        data.extend(model_voice_entries(name, served.family, aliases.voice_table(name)))
     return {"object": "list", "data": data, "voices": named_voices(data)}
 
 
