@@ -90,7 +90,7 @@ sys.path.insert(0, str(ROOT))
 
 CONFIG = ROOT / "configs" / "magpie-gpu.yaml"
 MODEL, VOICE = "magpie", "random-0"
-SAMPLE_RATE = 22050  # NanoCodec's output rate (X-Sample-Rate of every magpie response)
+SAMPLE_RATE = 22050  # NanoCodec's output rate (X-Sample-Rate of a magpie pcm asked "native")
 TEXTS = (  # short lines: one segment each
     "The kite circled twice.",
     "Rain fell on the quiet harbor.",
@@ -178,7 +178,7 @@ def health_entry(url: str) -> dict[str, Any]:
 async def speech(client: httpx.AsyncClient, url: str, text: str, stream: bool) -> bytes:
     """One pcm response's bytes (int16 mono), read as it arrives."""
     body = {"model": MODEL, "input": text, "voice": VOICE, "response_format": "pcm",
-            "stream": stream}
+            "sample_rate": "native", "stream": stream}  # the codec's own samples, not 24 kHz
     async with client.stream("POST", f"{url}/v1/audio/speech", json=body) as response:
         data = b"".join([piece async for piece in response.aiter_bytes()])
         if response.status_code != 200:

@@ -115,6 +115,8 @@ class StreamClient:
 
 
 def config(**fields) -> dict:
-    """A config message for joe in pcm, with `fields` added or replaced."""
+    """A config message for joe in pcm at the voice's own 22,050 Hz (so the stream's bytes are
+    the model's samples, comparable with each sentence's HTTP pcm), with `fields` added or
+    replaced."""
     return {"type": "config", "model": "piper", "voice": "joe", "response_format": "pcm",
-            **fields}
+            "sample_rate": "native", **fields}

@@ -48,12 +48,16 @@ def test_same_seed_gives_identical_bytes(joe_server):
 
 
 def test_streamed_pcm_equals_whole_pcm(joe_server):
+    # issue 38 item 1: pcm is OpenAI's 24 kHz, resampled from Piper's 22,050 Hz; seeded bytes
+    # stay identical streamed or not (soxr gives the same samples in chunks as whole)
     whole = post(joe_server.url, response_format="pcm", seed=99)
     r, pieces = post_streamed(joe_server.url, response_format="pcm", seed=99)
     assert r.status_code == 200
-    assert r.headers["x-sample-rate"] == "22050"
+    for response in (r, whole):
+        assert response.headers["x-sample-rate"] == "24000"
+        assert response.headers["content-type"] == "audio/pcm;rate=24000"
     assert b"".join(pieces) == whole.content
-    assert len(whole.content) % 2 == 0 and len(whole.content) > 2 * 22050
+    assert len(whole.content) % 2 == 0 and len(whole.content) > 2 * 24000
 
 
 def test_whole_wav_has_exact_header(joe_server):
@@ -63,7 +67,7 @@ def test_whole_wav_has_exact_header(joe_server):
     audio, rate = sf.read(io.BytesIO(r.content), dtype="int16")
     assert rate == 22050
     assert 2.0 < audio.size / rate < 10.0
-    pcm = post(joe_server.url, response_format="pcm", seed=5).content
+    pcm = post(joe_server.url, response_format="pcm", seed=5, sample_rate="native").content
     assert audio.tobytes() == pcm
 
 
@@ -71,13 +75,50 @@ def test_streamed_wav_body_equals_pcm(joe_server):
     r, pieces = post_streamed(joe_server.url, response_format="wav", seed=11)
     body = b"".join(pieces)
     assert body[:4] == b"RIFF" and body[8:12] == b"WAVE"
-    pcm = post(joe_server.url, response_format="pcm", seed=11).content
+    pcm = post(joe_server.url, response_format="pcm", seed=11, sample_rate="native").content
     assert body[44:] == pcm
+
+
+def test_sample_rate_asks_for_another_rate_or_the_voices_own(joe_server):
+    # issue 38 item 1: the extension field, for pcm and for the formats with a header
+    native = post(joe_server.url, response_format="pcm", seed=8, sample_rate="native")
+    assert native.headers["content-type"] == "audio/pcm;rate=22050"
+    assert native.headers["x-sample-rate"] == "22050"
+    n = len(native.content) // 2
+    whole = post(joe_server.url, response_format="pcm", seed=8, sample_rate=16000)
+    r, pieces = post_streamed(joe_server.url, response_format="pcm", seed=8, sample_rate=16000)
+    assert whole.headers["x-sample-rate"] == r.headers["x-sample-rate"] == "16000"
+    assert b"".join(pieces) == whole.content
+    assert abs(len(whole.content) // 2 - n * 16000 / 22050) <= 1
+    flac = post(joe_server.url, response_format="flac", seed=8, sample_rate=44100)
+    info = sf.info(io.BytesIO(flac.content))
+    assert (flac.headers["x-sample-rate"], info.samplerate) == ("44100", 44100)
+    assert abs(info.frames - n * 2) <= 1
+    # opus takes no 22,050 Hz: X-Sample-Rate says the 48 kHz it is encoded at
+    assert post(joe_server.url, response_format="opus", seed=8).headers["x-sample-rate"] == "48000"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"response_format": "opus", "sample_rate": 22050},
+     "Invalid value for 'sample_rate': opus cannot be encoded at 22050 Hz; it takes 8000, "
+     "12000, 16000, 24000, 48000."),
+    ({"response_format": "pcm", "sample_rate": 4000},
+     "Invalid value for 'sample_rate': 4000 Hz is outside 8000 to 48000; or send \"native\" "
+     "for the model's own rate."),
+    ({"response_format": "wav", "sample_rate": "24000"},
+     "Invalid value for 'sample_rate': sample_rate must be an integer (Hz) or \"native\"."),
+])
+def test_a_rate_the_format_cannot_have_is_a_400_naming_sample_rate(joe_server, extra, message):
+    r = post(joe_server.url, **extra)
+    assert r.status_code == 400
+    assert r.json() == {"error": {"message": message, "type": "invalid_request_error",
+                                  "param": "sample_rate", "code": "invalid_value"}}
 
 
 @pytest.mark.parametrize("fmt", ["flac", "mp3", "opus", "aac"])
 def test_compressed_formats_decode_to_the_wav_duration(joe_server, fmt):
-    wav_s = len(post(joe_server.url, response_format="pcm", seed=3).content) / 2 / 22050
+    native = post(joe_server.url, response_format="pcm", seed=3, sample_rate="native")
+    wav_s = len(native.content) / 2 / 22050
     # One codec frame: flac is exact (the 1e-6 slack below); opus is measured at 48 kHz.
     frame_s = {"flac": 0.0, "mp3": 1152 / 22050, "opus": 0.02, "aac": 1024 / 22050}[fmt]
     whole = post(joe_server.url, response_format=fmt, seed=3)
@@ -98,13 +139,14 @@ def test_sse_stream_carries_deltas_then_done(joe_server):
     audio = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
     assert audio == post(joe_server.url, response_format="pcm", seed=99).content
     # issue 38 item 7: OpenAI's usage fields beside voxflow's (a token: one input character,
-    # 20 ms of output audio)
-    seconds = len(audio) / 2 / 22050
+    # 20 ms of output audio), counted on the model's 22,050 Hz samples: the 24 kHz pcm
+    # delivered has the same length to within a sample
+    assert r.headers["x-sample-rate"] == "24000"
+    seconds = len(audio) / 2 / 24000
     usage = events[-1]["usage"]
     assert usage["input_characters"] == usage["input_tokens"] == len(TEXT)
-    assert usage["output_audio_seconds"] == round(seconds, 3)
-    samples = len(audio) // 2
-    assert usage["output_tokens"] == -(-samples * 50 // 22050) > 0  # ceil(samples / 441)
+    assert usage["output_audio_seconds"] == pytest.approx(seconds, abs=0.001)
+    assert abs(usage["output_tokens"] - seconds * 50) <= 1 and usage["output_tokens"] > 0
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
 
 
@@ -312,7 +354,7 @@ def test_item5_client_id_is_the_engine_request_id_and_logged(joe_server, caplog,
     assert r.status_code == 200 and r.headers["x-request-id"] == "client-trace-42"
     assert submitted == ["client-trace-42"]
     (line,) = access_lines(caplog, "client-trace-42")
-    audio_s = len(r.content) / 2 / 22050
+    audio_s = len(r.content) / 2 / 24000  # pcm: OpenAI's 24 kHz (issue 38 item 1)
     assert (line.status, line.model, line.voice, line.chars) == (200, "piper", "joe", len(TEXT))
     assert line.audio_s == pytest.approx(audio_s, abs=1e-3)
     assert 0 < line.ttfa_s <= line.total_s and line.stream is True and line.complete is True

@@ -20,9 +20,10 @@ SEED = 7
 
 
 def speak(url: str, text: str) -> np.ndarray:
-    """POST /v1/audio/speech (joe, 16-bit PCM, seeded); float32 samples at 22,050 Hz."""
+    """POST /v1/audio/speech (joe, 16-bit PCM at the voice's own rate, seeded); float32
+    samples at 22,050 Hz."""
     body = {"model": "piper", "voice": "joe", "input": text, "response_format": "pcm",
-            "seed": SEED}  # fmt: skip
+            "sample_rate": "native", "seed": SEED}  # fmt: skip
     r = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=120)
     assert r.status_code == 200, r.text
     return np.frombuffer(r.content, dtype="<i2").astype(np.float32) / 32767.0

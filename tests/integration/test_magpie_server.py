@@ -38,8 +38,10 @@ def server() -> Iterator[LiveServer]:
 
 
 def body(text: str = TEXT, **extra) -> dict:
+    """A speech body for MagpieTTS: pcm at the codec's own 22,050 Hz, so a response is whole
+    codec frames of SPF samples (24 kHz pcm, OpenAI's default, is resampled)."""
     return {"model": "magpie", "voice": "random-0", "input": text, "response_format": "pcm",
-            **extra}
+            "sample_rate": "native", **extra}
 
 
 def held(url: str) -> dict[tuple[str, str], float]:

@@ -16,8 +16,10 @@ pytestmark = pytest.mark.integration
 
 
 def speak_pcm(url: str, text: str, **extra) -> np.ndarray:
-    """POST /v1/audio/speech as 16-bit PCM; returns float32 samples at 22,050 Hz."""
-    body = {"model": "piper", "voice": "joe", "input": text, "response_format": "pcm", **extra}
+    """POST /v1/audio/speech as 16-bit PCM at the voice's own rate (the model's audio as made,
+    not resampled); returns float32 samples at 22,050 Hz."""
+    body = {"model": "piper", "voice": "joe", "input": text, "response_format": "pcm",
+            "sample_rate": "native", **extra}
     r = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=120)
     assert r.status_code == 200, r.text
     assert r.headers["x-sample-rate"] == "22050"

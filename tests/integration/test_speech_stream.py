@@ -12,7 +12,9 @@ import math
 import time
 
 import httpx
+import numpy as np
 import pytest
+import soxr
 from conftest import LiveServer, data_file
 from stream_client import StreamClient, config
 
@@ -24,10 +26,10 @@ SEED = 11
 
 
 def http_pcm(server: LiveServer, text: str, seed: int = SEED) -> bytes:
-    """The audio `POST /v1/audio/speech` gives for `text` (pcm, whole)."""
+    """The audio `POST /v1/audio/speech` gives for `text` (pcm at 22,050 Hz, whole)."""
     r = httpx.post(f"{server.url}/v1/audio/speech", timeout=120, json={
         "model": "piper", "voice": "joe", "input": text, "response_format": "pcm",
-        "seed": seed, "stream": False})
+        "sample_rate": "native", "seed": seed, "stream": False})
     assert r.status_code == 200, r.text
     return r.content
 
@@ -261,6 +263,57 @@ def test_wav_frames_form_one_streamed_file(joe_server):
     assert got.audio[:4] == b"RIFF" and got.audio[8:12] == b"WAVE"
     pcm = http_pcm(joe_server, SENTENCES[0]) + http_pcm(joe_server, SENTENCES[1])
     assert got.audio[44:] == pcm
+
+
+def stream_audio(server: LiveServer, text: str, **fields) -> tuple[dict, bytes]:
+    """The session.created event and the audio of a stream speaking `text` (seeded)."""
+    with StreamClient(server.url) as client:
+        client.send(config(seed=SEED, **fields))
+        client.text(text)
+        client.send({"type": "end"})
+        got = client.finish()
+    assert got.close_code == 1000, got.events
+    return got.events[0], got.audio
+
+
+def test_pcm_is_openais_24khz_unless_the_config_asks_otherwise(joe_server):
+    # issue 38 item 1: a config without sample_rate gets OpenAI's 24 kHz pcm (clients label
+    # the bytes 24 kHz); "native" and 16000 get what they ask for
+    text = " ".join(SENTENCES[:2])
+    plain = config(seed=SEED)
+    del plain["sample_rate"]  # as a client that knows nothing of it sends
+    with StreamClient(joe_server.url) as client:
+        client.send(plain)
+        client.text(text)
+        client.send({"type": "end"})
+        got = client.finish()
+    session, audio = got.events[0], got.audio
+    assert session["sample_rate"] == 24000
+    _, explicit = stream_audio(joe_server, text, sample_rate=24000)
+    assert audio == explicit  # the default is exactly 24000
+    native_session, native = stream_audio(joe_server, text)
+    assert native_session["sample_rate"] == RATE
+    assert abs(len(audio) // 2 - len(native) // 2 * 24000 / RATE) <= 1
+    low_session, low = stream_audio(joe_server, text, sample_rate=16000)
+    assert low_session["sample_rate"] == 16000
+    assert abs(len(low) // 2 - len(native) // 2 * 16000 / RATE) <= 1
+    # the same sound: the 24 kHz stream against the native one resampled here
+    x = np.frombuffer(native, "<i2").astype(np.float32)
+    y = np.frombuffer(audio, "<i2").astype(np.float32)
+    ref = soxr.resample(x, RATE, 24000, quality="HQ")[: y.size]
+    assert np.corrcoef(ref, y[: ref.size])[0, 1] > 0.999
+
+
+def test_a_rate_the_format_cannot_take_refuses_the_config(joe_server):
+    with StreamClient(joe_server.url) as client:
+        client.send_until_closed([config(response_format="opus", sample_rate=22050)])
+        got = client.finish(timeout=60)
+    assert got.close_code == 4400
+    (error,) = got.of_type("error")
+    assert error["error"]["param"] == "sample_rate"
+    assert error["error"]["message"] == ("Invalid value for 'sample_rate': opus cannot be "
+                                         "encoded at 22050 Hz; it takes 8000, 12000, 16000, "
+                                         "24000, 48000.")
 
 
 def test_the_session_id_is_the_handshake_request_id_and_logged(joe_server, caplog):

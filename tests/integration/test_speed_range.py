@@ -21,7 +21,8 @@ pytestmark = pytest.mark.integration
 MULTI_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "multi.yaml"
 TEXT = ("The little red kite circled twice above the harbor before settling on the mast. "
         "Please have your boarding pass ready.")
-VOICES = {"piper": ("joe", 22050), "kokoro": ("jm_kumo", 24000)}
+# voice, and the rate of its pcm: OpenAI's 24 kHz for both (Piper's 22,050 Hz resampled)
+VOICES = {"piper": ("joe", 24000), "kokoro": ("jm_kumo", 24000)}
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ RATE = 22050
 
 def speak(url: str, text: str, **extra) -> httpx.Response:
     body = {"model": "piper", "voice": "joe", "input": text, "response_format": "pcm",
-            "seed": 7, **extra}
+            "sample_rate": "native", "seed": 7, **extra}
     return httpx.post(f"{url}/v1/audio/speech", json=body, timeout=120)
 
 

@@ -29,14 +29,14 @@ def test_sse_word_events_come_before_their_audio(joe_server):
     events = sse_events(joe_server.url, seed=7)
     assert events[-1]["type"] == "speech.audio.done"
     words = [e for e in events if e["type"] == "speech.word"]
-    samples = 0  # pcm s16le samples sent before each event
+    samples = 0  # pcm s16le samples (OpenAI's 24 kHz) sent before each event
     for e in events:
         if e["type"] == "speech.word":
             # each word starts in audio not yet sent, or in the delta that follows it
-            assert e["start"] >= samples / 22050 - 1e-3
+            assert e["start"] >= samples / 24000 - 1e-3
         elif e["type"] == "speech.audio.delta":
             samples += len(base64.b64decode(e["audio"])) // 2
-    check_words(words, TEXT, samples / 22050)
+    check_words(words, TEXT, samples / 24000)
 
 
 def test_sse_times_scale_with_speed(joe_server):

@@ -145,13 +145,47 @@ def test_speak_to_stdout_streams_pcm_equal_to_the_wav_samples(
     wav = tmp_path / "ref.wav"
     assert main(["speak", TEXT, "-o", str(wav), "--seed", "3", "--config", str(tiny_config)]) == 0
     capsysbinary.readouterr()
-    argv = ["speak", TEXT, "-o", "-", "--format", "pcm", "--seed", "3",
-            "--config", str(tiny_config)]
+    argv = ["speak", TEXT, "-o", "-", "--format", "pcm", "--seed", "3", "--sample-rate",
+            "native", "--config", str(tiny_config)]
     assert main(argv) == 0
     captured = capsysbinary.readouterr()
-    samples, _ = sf.read(str(wav), dtype="int16")
+    samples, rate = sf.read(str(wav), dtype="int16")
     assert captured.out == samples.astype("<i2").tobytes()
-    assert b"wrote <stdout>: " in captured.err
+    assert f"at {rate} Hz".encode() in captured.err and b"wrote <stdout>: " in captured.err
+
+
+def test_speak_pcm_is_openais_24khz_and_sample_rate_picks_another(
+    capsysbinary, tmp_path, tiny_config
+) -> None:
+    # issue 38 item 1: pcm at 24 kHz whatever the voice's rate, as the server sends it; a WAV
+    # at --sample-rate 24000 holds the same samples
+    base = ["speak", TEXT, "--seed", "3", "--config", str(tiny_config)]
+    assert main([*base, "-o", "-", "--format", "pcm"]) == 0
+    pcm = capsysbinary.readouterr()
+    assert b"at 24000 Hz" in pcm.err
+    wav = tmp_path / "24k.wav"
+    assert main([*base, "-o", str(wav), "--sample-rate", "24000"]) == 0
+    capsysbinary.readouterr()
+    samples, rate = sf.read(str(wav), dtype="int16")
+    assert rate == 24000 and pcm.out == samples.astype("<i2").tobytes()
+    low = tmp_path / "8k.flac"
+    assert main([*base, "-o", str(low), "--sample-rate", "8000"]) == 0
+    assert sf.info(str(low)).samplerate == 8000
+    assert sf.info(str(low)).frames == pytest.approx(len(samples) / 3, abs=1)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["-o", "x.opus", "--sample-rate", "22050"],
+     "voxflow: --sample-rate: opus cannot be encoded at 22050 Hz; it takes 8000, "
+     "12000, 16000, 24000, 48000"),
+    (["-o", "x.wav", "--sample-rate", "96000"],
+     "voxflow: --sample-rate: 96000 Hz is outside 8000 to 48000; or send "
+     '"native" for the model\'s own rate'),
+])
+def test_speak_refuses_a_rate_the_file_cannot_have(capsys, tmp_path, argv, message) -> None:
+    argv = [a.replace("x.", str(tmp_path / "x.")) for a in argv]
+    assert main(["speak", "Hello.", *argv]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_speak_has_no_server_input_limit(capsys, tmp_path, tiny_config) -> None:

@@ -216,7 +216,7 @@ def test_without_cuda_every_shape_runs_eagerly_and_health_says_why(monkeypatch, 
         graphs = health["models"]["fake3"]["stages"]["vocoder"]["graphs"]
         assert graphs == {"captured": 0, "shapes": 9, "eager": [reason]}
         body = {"model": "fake3", "voice": "alice", "input": "abcdefg|hij",
-                "response_format": "pcm"}
+                "response_format": "pcm", "sample_rate": "native"}
         r = client.post("/v1/audio/speech", json=body)
         assert r.status_code == 200
         want = np.concatenate(expected_audio("abcdefg", 3) + expected_audio("hij", 3, 3))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from voxflow.audio.formats import check_format
+from voxflow.audio.resample import resample
 from voxflow.audio.samples import check_sample_rate, check_samples, to_int16
 from voxflow.audio.sink import FileSink
 from voxflow.audio.wav import wav_header
@@ -21,12 +22,18 @@ def pcm_bytes(samples: np.ndarray) -> bytes:
     return to_int16(samples).astype("<i2", copy=False).tobytes()
 
 
-def encode_audio(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
+def encode_audio(samples: np.ndarray, sample_rate: int, fmt: str,
+                 out_rate: int | None = None) -> bytes:
     """Encode a whole mono signal as one complete file.
 
     Args:
         samples: float ``(N,)``, nominal range [-1, 1] (clipped); ``N`` may be 0.
         sample_rate: rate of ``samples`` in Hz.
+        out_rate: rate of the file in Hz (resampled with soxr, :mod:`voxflow.audio.resample`,
+            the same samples as :class:`~voxflow.audio.stream.StreamEncoder` gives in chunks);
+            None: ``sample_rate``. A rate the codec does not take is the codec's fallback
+            (:func:`voxflow.audio.avcodec.codec_rate`); callers check it first
+            (:func:`voxflow.audio.rates.check_requested_rate`).
         fmt: one of :data:`voxflow.audio.formats.FORMATS`:
             ``pcm`` raw 16-bit LE mono; ``wav`` 44-byte header with exact RIFF/data
             sizes + 16-bit PCM; ``flac``/``mp3``/``aac``/``opus`` via PyAV (see
@@ -44,6 +51,8 @@ def encode_audio(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     fmt = check_format(fmt)
     rate = check_sample_rate(sample_rate)
     x = check_samples(samples)
+    if out_rate is not None and check_sample_rate(out_rate) != rate:
+        x, rate = resample(x, rate, out_rate), out_rate
     if fmt == "pcm":
         return pcm_bytes(x)
     if fmt == "wav":

@@ -28,10 +28,15 @@ def check_format(fmt: str) -> str:
     raise ValueError(f"unsupported audio format {fmt!r}; supported formats: {', '.join(FORMATS)}")
 
 
-def content_type(fmt: str) -> str:
-    """Return the HTTP ``Content-Type`` for ``fmt`` (e.g. ``"audio/wav"``, ``"audio/mpeg"``).
+def content_type(fmt: str, sample_rate: int | None = None) -> str:
+    """Return the HTTP ``Content-Type`` for ``fmt`` (e.g. ``"audio/wav"``, ``"audio/mpeg"``);
+    ``pcm`` with a ``sample_rate`` (Hz) says it, as ``audio/pcm;rate=24000`` (raw PCM has no
+    header to carry it; the parameter as RFC 2586 names it for ``audio/L16``).
 
     Raises:
         ValueError: ``fmt`` is not one of :data:`FORMATS`.
     """
-    return _CONTENT_TYPES[check_format(fmt)]
+    media = _CONTENT_TYPES[check_format(fmt)]
+    if fmt == "pcm" and sample_rate is not None:
+        return f"{media};rate={sample_rate}"
+    return media

@@ -7,6 +7,7 @@ import numpy as np
 from voxflow.audio.encode import pcm_bytes
 from voxflow.audio.formats import check_format
 from voxflow.audio.lametag import MP3_DECODER_DELAY, patch_encoder_delay
+from voxflow.audio.resample import StreamResampler
 from voxflow.audio.samples import check_sample_rate, check_samples
 from voxflow.audio.sink import StreamSink
 from voxflow.audio.wav import wav_header
@@ -94,23 +95,32 @@ class StreamEncoder:
     :meth:`finish`.
     """
 
-    def __init__(self, fmt: str, sample_rate: int) -> None:
-        """Start a stream of ``fmt`` at ``sample_rate`` Hz.
+    def __init__(self, fmt: str, sample_rate: int, out_rate: int | None = None) -> None:
+        """Start a stream of ``fmt`` taking audio at ``sample_rate`` Hz.
+
+        ``out_rate`` (Hz; None: ``sample_rate``) is the rate of the stream: the audio is
+        resampled chunk by chunk with soxr, giving the same samples as
+        :func:`~voxflow.audio.encode.encode_audio` does for the whole; soxr holds back the
+        last ~40 ms of each chunk (its filter's delay) until the next chunk or :meth:`finish`.
 
         Raises:
             ValueError: unknown ``fmt`` (message lists the supported ones) or bad rate.
         """
         self.fmt = check_format(fmt)
         self.sample_rate = check_sample_rate(sample_rate)
+        self.out_rate = self.sample_rate if out_rate is None else check_sample_rate(out_rate)
+        self._resampler: StreamResampler | None = None
+        if self.out_rate != self.sample_rate:
+            self._resampler = StreamResampler(self.sample_rate, self.out_rate)
         self._done = False
         if self.fmt == "pcm":
             self._backend: _PcmBackend | _AvBackend = _PcmBackend()
         elif self.fmt == "wav":
-            self._backend = _WavBackend(self.sample_rate)
+            self._backend = _WavBackend(self.out_rate)
         elif self.fmt == "mp3":
-            self._backend = _Mp3Backend(self.sample_rate)
+            self._backend = _Mp3Backend(self.out_rate)
         else:
-            self._backend = _AvBackend(self.fmt, self.sample_rate)
+            self._backend = _AvBackend(self.fmt, self.out_rate)
 
     def push(self, samples: np.ndarray) -> bytes:
         """Encode the next chunk.
@@ -126,7 +136,10 @@ class StreamEncoder:
             RuntimeError: the stream was already finished or closed.
         """
         self._check_open()
-        return self._backend.push(check_samples(samples))
+        x = check_samples(samples)
+        if self._resampler is not None:
+            x = self._resampler.push(x)
+        return self._backend.push(x)
 
     def finish(self) -> bytes:
         """Flush the codec and container and return the last bytes.
@@ -135,8 +148,11 @@ class StreamEncoder:
             RuntimeError: the stream was already finished or closed.
         """
         self._check_open()
+        tail = b""
+        if self._resampler is not None:
+            tail = self._backend.push(self._resampler.flush())
         self._done = True
-        return self._backend.finish()
+        return tail + self._backend.finish()
 
     def close(self) -> None:
         """Abandon the stream (e.g. the client went away) and free codec resources.
@@ -158,10 +174,11 @@ class StreamEncoder:
             raise RuntimeError(f"{self.fmt} stream encoder is already finished")
 
 
-def open_stream_encoder(fmt: str, sample_rate: int) -> StreamEncoder:
-    """Return a new :class:`StreamEncoder` for ``fmt`` at ``sample_rate`` Hz.
+def open_stream_encoder(fmt: str, sample_rate: int, out_rate: int | None = None) -> StreamEncoder:
+    """Return a new :class:`StreamEncoder` for ``fmt`` taking audio at ``sample_rate`` Hz and
+    delivering it at ``out_rate`` Hz (None: ``sample_rate``).
 
     Raises:
         ValueError: unknown ``fmt`` (message lists the supported ones) or bad rate.
     """
-    return StreamEncoder(fmt, sample_rate)
+    return StreamEncoder(fmt, sample_rate, out_rate)

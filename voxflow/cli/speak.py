@@ -17,6 +17,8 @@ from tqdm import tqdm
 
 from voxflow.audio.encode import encode_audio, wav_with_comment
 from voxflow.audio.formats import FORMATS, check_format
+from voxflow.audio.rates import NATIVE, RequestedRate, check_requested_rate, delivered_rate
+from voxflow.audio.resample import resample
 from voxflow.audio.stream import StreamEncoder
 from voxflow.cli.common import CliError, load_cli_settings, only_model
 from voxflow.config import Settings
@@ -74,6 +76,11 @@ def add_speak(commands, common: argparse.ArgumentParser) -> None:
         "with a known suffix)",
     )
     p.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4 (1)")
+    p.add_argument(
+        "--sample-rate", metavar="HZ", type=_rate_arg,
+        help="rate of the file, 8000 to 48000 Hz (one the format takes) or 'native' (the "
+        "voice's own); default: 24000 for pcm (as OpenAI's), the voice's own otherwise",
+    )
     p.add_argument(
         "--language", metavar="TAG",
         help="language the text is read in (en, en-GB, ja; as the API's `language`; default: "
@@ -204,30 +211,34 @@ def check_output(output: str) -> None:
         raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
 
 
-def file_rate(fmt: str, sample_rate: int) -> int:
-    """The sample rate of the file `speak` writes in `fmt` for audio at `sample_rate` Hz: the
-    audio's own, except where the codec cannot take it (Opus: 8, 12, 16, 24 or 48 kHz only,
-    so 22,050 Hz audio becomes a 48 kHz file)."""
-    if fmt in ("pcm", "wav"):
-        return sample_rate
-    from voxflow.audio.avcodec import codec_rate  # PyAV: only for the compressed formats
+def _rate_arg(value: str) -> int | str:
+    """``--sample-rate``: an int (Hz) or ``native``; checked against the format later."""
+    if value == NATIVE:
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a rate in Hz (an integer) or '{NATIVE}'"
+        ) from None
 
-    return codec_rate(fmt, sample_rate)
 
-
-def check_request(args: argparse.Namespace) -> None:
-    """Reject a bad output path, speed or seed before any model is loaded.
+def check_request(args: argparse.Namespace, fmt: str) -> None:
+    """Reject a bad speed, seed or sample rate for `fmt` before any model is loaded.
 
     Raises:
-        CliError: the output cannot be written (`check_output`), speed out of range,
-            seed outside 0..2**63-1.
+        CliError: speed out of range, seed outside 0..2**63-1, a rate `fmt` cannot be
+            written at (`voxflow.audio.rates.check_requested_rate`).
     """
-    check_output(args.output)
     try:  # the engine's own checks (voxflow.engine.checks), before the model loads
         check_speed(args.speed)
         check_seed(args.seed)
     except InvalidRequestError as exc:
         raise CliError(f"--{exc.param}: {exc.message}") from None
+    try:
+        check_requested_rate(fmt, getattr(args, "sample_rate", None))
+    except ValueError as exc:
+        raise CliError(f"--sample-rate: {exc}") from None
 
 
 class AudioOutput:
@@ -239,8 +250,10 @@ class AudioOutput:
     leaves no file behind.
     """
 
-    def __init__(self, target: str, fmt: str):
-        self.target, self.fmt = target, fmt
+    def __init__(self, target: str, fmt: str, rate: RequestedRate = None):
+        """Write `fmt` to `target` (a path or ``-``) at the rate `rate` asks for (checked
+        already; `voxflow.audio.rates.delivered_rate` gives the file's)."""
+        self.target, self.fmt, self.rate = target, fmt, rate
         self.streaming = target == STDOUT or fmt == "pcm"
         self._parts: list[np.ndarray] = []
         self._encoder: StreamEncoder | None = None
@@ -252,7 +265,7 @@ class AudioOutput:
             self._parts.append(samples)
             return
         if self._encoder is None:
-            self._encoder = StreamEncoder(self.fmt, sample_rate)
+            self._encoder = StreamEncoder(self.fmt, sample_rate, self.file_rate(sample_rate))
             self._file = sys.stdout.buffer if self.target == STDOUT else self._open()
         self._emit(self._encoder.push(samples))
 
@@ -267,10 +280,11 @@ class AudioOutput:
         whole WAV file gets `comment` as its LIST/INFO comment (ICMT)."""
         if not self.streaming:
             audio = np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
+            out = self.file_rate(sample_rate)
             if comment is not None and self.fmt == "wav":
-                data = wav_with_comment(audio, sample_rate, comment)
+                data = wav_with_comment(resample(audio, sample_rate, out), out, comment)
             else:
-                data = encode_audio(audio, sample_rate, self.fmt)
+                data = encode_audio(audio, sample_rate, self.fmt, out)
             try:
                 Path(self.target).write_bytes(data)
             except OSError as exc:
@@ -281,6 +295,10 @@ class AudioOutput:
         assert self._encoder is not None
         self._emit(self._encoder.finish())
         self._close_file()
+
+    def file_rate(self, sample_rate: int) -> int:
+        """The rate (Hz) of the file written for audio at `sample_rate` Hz."""
+        return delivered_rate(self.fmt, sample_rate, self.rate)
 
     def abort(self) -> None:
         """Give up after a failure: free the encoder, remove a partly written file."""
@@ -381,13 +399,14 @@ async def synthesize(
 
 def cmd_speak(args: argparse.Namespace) -> int:
     """Synthesize text to a file or stdout and report duration, rate and speed on stderr."""
-    check_request(args)  # the output path first: `-o some_directory` says so
+    check_output(args.output)  # the output path first: `-o some_directory` says so
     fmt = output_format(args.output, args.fmt)
+    check_request(args, fmt)
     text = read_text(args.text, args.file)
     settings = only_model(load_cli_settings(args, before=SPEAK_DEFAULTS), args.model)
     configure_logging("info" if args.verbose else "warning", tracebacks=args.verbose)
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
-    output = AudioOutput(args.output, fmt)
+    output = AudioOutput(args.output, fmt, getattr(args, "sample_rate", None))
     try:
         result = asyncio.run(synthesize(settings, args, text, output, progress))
         output.finish(result.sample_rate, result.note)
@@ -397,7 +416,7 @@ def cmd_speak(args: argparse.Namespace) -> int:
     where = "<stdout>" if args.output == STDOUT else args.output
     print(
         f"wrote {where}: {result.audio_s:.2f} s of audio at "
-        f"{file_rate(fmt, result.sample_rate)} Hz "
+        f"{output.file_rate(result.sample_rate)} Hz "
         f"in {result.synth_s:.2f} s (RTF {result.rtf:.3f})",
         file=sys.stderr,
     )

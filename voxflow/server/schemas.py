@@ -2,10 +2,10 @@
 
 `SpeechBody` mirrors `POST /v1/audio/speech` of the OpenAI API (`model`, `input`, `voice`,
 `response_format`, `speed`, `stream_format`, `instructions`) plus `seed` and `stream` as vLLM-Omni
-and M* accept them, `language` (the text's language, for multilingual voices) and `timestamps`
-(word timings, a voxflow extension). Types are
-strict: a string `seed` or a numeric `input` is a 400 naming the field, never coerced. Unknown
-top-level fields of a speech body are kept aside (`SpeechBody.unknown_fields`): the server's
+and M* accept them, `language` (the text's language, for multilingual voices), `sample_rate`
+(the rate delivered, `voxflow.audio.rates`) and `timestamps` (word timings), voxflow extensions.
+Types are strict: a string `seed` or a numeric `input` is a 400 naming the field, never coerced.
+Unknown top-level fields of a speech body are kept aside (`SpeechBody.unknown_fields`): the server's
 `server.unknown_fields` setting ignores them (named in a response header) or refuses them.
 `instructions` is accepted over HTTP; a model that cannot follow it ignores it, and says so.
 """
@@ -14,9 +14,19 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+)
 
 from voxflow.audio.formats import FORMATS
+from voxflow.audio.rates import check_requested_rate
 
 ResponseFormat = Literal[FORMATS]  # type: ignore[valid-type]
 
@@ -61,6 +71,14 @@ class SpeechOptions(BaseModel):
         # no "maximum": OpenAPI writes numbers as floats, and 2**63-1 would round up
         json_schema_extra={"minimum": 0},
     )
+    sample_rate: int | str | None = Field(  # checked by _rate (voxflow.audio.rates)
+        None, description="voxflow extension: the rate of the audio delivered, in Hz (8000 to "
+        '48000, one the format\'s encoder takes) or `"native"` (the model\'s own rate). '
+        "Absent: 24000 for `pcm` (OpenAI's pcm rate, which clients assume), the model's own "
+        "rate for the other formats. `X-Sample-Rate` says the rate delivered.",
+        json_schema_extra={"anyOf": [{"type": "integer", "minimum": 8000, "maximum": 48000},
+                                     {"type": "string", "enum": ["native"]}]},
+    )
     language: Annotated[StrictStr, Field(min_length=1, max_length=35)] | None = Field(
         None, description="The language the whole input is read in (`en`, `en-GB`, `ja`); "
         "one the voice speaks. Absent: decided from the text's scripts."
@@ -75,6 +93,12 @@ class SpeechOptions(BaseModel):
         if not ok:
             raise ValueError('voice must be a string or an object {"id": string}')
         return value
+
+    @field_validator("sample_rate", mode="before")
+    @classmethod
+    def _rate(cls, value: object, info: ValidationInfo) -> object:
+        # response_format is declared first: its value is here when it was valid
+        return check_requested_rate(info.data.get("response_format", "mp3"), value)
 
     @property
     def voice_id(self) -> str:

@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from voxflow.audio.encode import encode_audio
 from voxflow.audio.formats import content_type
+from voxflow.audio.rates import delivered_rate
 from voxflow.audio.stream import open_stream_encoder
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import AudioChunk, SpeechRequest, TimedWord
@@ -117,7 +118,7 @@ async def _close_on_disconnect(request: Request, stream: SpeechStream) -> None:
 CLIENT_CLOSED = 499
 
 
-async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str,
+async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str, rate: int,
                  headers: dict[str, str]) -> Response:
     chunks = [first]
     async with stream:
@@ -125,12 +126,19 @@ async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str,
     if not chunks[-1].is_last:  # closed by the disconnect watcher
         return Response(status_code=CLIENT_CLOSED)
     audio = np.concatenate([c.samples for c in chunks]) if chunks else np.zeros(0, np.float32)
-    data = await asyncio.to_thread(encode_audio, audio, stream.sample_rate, fmt)
-    return Response(data, media_type=content_type(fmt), headers=headers)
+    data = await asyncio.to_thread(encode_audio, audio, stream.sample_rate, fmt, rate)
+    return Response(data, media_type=content_type(fmt, rate), headers=headers)
 
 
-def _headers(stream: SpeechStream, engine: Engine, ignored: list[str]) -> dict[str, str]:
-    headers = {"X-Sample-Rate": str(stream.sample_rate), "X-Request-Id": stream.request_id}
+def out_rate(body: SpeechBody, stream: SpeechStream) -> int:
+    """The rate (Hz) `body`'s audio is delivered at: its `sample_rate`, else OpenAI's 24 kHz
+    for pcm and the model's rate for the rest (`voxflow.audio.rates.delivered_rate`)."""
+    return delivered_rate(body.response_format, stream.sample_rate, body.sample_rate)
+
+
+def _headers(stream: SpeechStream, engine: Engine, ignored: list[str],
+             rate: int) -> dict[str, str]:
+    headers = {"X-Sample-Rate": str(rate), "X-Request-Id": stream.request_id}
     if ignored:  # fields sent and not acted on (voxflow.server.ignored)
         headers[ignored_header.HEADER] = ignored_header.header_value(ignored)
     if engine.family(stream.state.request.model).random_weights_note() is not None:
@@ -146,10 +154,10 @@ class StreamAborted(Exception):
     """A streamed body failed after its headers were sent (timeout, stage error)."""
 
 
-async def _audio_bytes(stream: SpeechStream, first: AudioChunk, fmt: str,
+async def _audio_bytes(stream: SpeechStream, first: AudioChunk, fmt: str, rate: int,
                        min_samples: int) -> AsyncIterator[bytes]:
     try:
-        async for data in _encoded(stream, first, fmt, min_samples):
+        async for data in _encoded(stream, first, fmt, rate, min_samples):
             yield data
     except VoxflowError as exc:
         log.error("stream %s ended early: %s", stream.request_id, exc.message)
@@ -161,12 +169,12 @@ def _sse(event: dict) -> bytes:
 
 
 async def _sse_events(
-    stream: SpeechStream, first: AudioChunk, fmt: str, text: str, min_samples: int
+    stream: SpeechStream, first: AudioChunk, fmt: str, rate: int, text: str, min_samples: int
 ) -> AsyncIterator[bytes]:
     samples = 0
     n_chars = len(text)
     try:
-        async for words, data in _encoded_chunks(stream, first, fmt, min_samples):
+        async for words, data in _encoded_chunks(stream, first, fmt, rate, min_samples):
             for word in words:  # before the audio that starts them
                 yield _sse(word_event(text, word))
             if data:
@@ -178,10 +186,10 @@ async def _sse_events(
         yield _sse({"type": "error", **exc.to_dict()})
 
 
-async def _encoded(stream: SpeechStream, first: AudioChunk, fmt: str,
+async def _encoded(stream: SpeechStream, first: AudioChunk, fmt: str, rate: int,
                    min_samples: int) -> AsyncIterator[bytes]:
     """Encoded bytes of each chunk as it arrives; raises the stream's error if it fails."""
-    async for _, data in _encoded_chunks(stream, first, fmt, min_samples):
+    async for _, data in _encoded_chunks(stream, first, fmt, rate, min_samples):
         if data:
             yield data
 
@@ -195,12 +203,12 @@ async def _engine_chunks(stream: SpeechStream, first: AudioChunk) -> AsyncIterat
 
 
 async def _encoded_chunks(
-    stream: SpeechStream, first: AudioChunk, fmt: str, min_samples: int = 0
+    stream: SpeechStream, first: AudioChunk, fmt: str, rate: int, min_samples: int = 0
 ) -> AsyncIterator[tuple[tuple[TimedWord, ...], bytes]]:
     """Per chunk as it arrives (joined to at least `min_samples` samples, `coalesce`), its
-    words and its encoded bytes (maybe b""), then the encoder's tail; raises the stream's
-    error if it fails."""
-    encoder = open_stream_encoder(fmt, stream.sample_rate)
+    words and its encoded bytes at `rate` Hz (maybe b""), then the encoder's tail; raises the
+    stream's error if it fails."""
+    encoder = open_stream_encoder(fmt, stream.sample_rate, rate)
     async for chunk in coalesced(_engine_chunks(stream, first), min_samples):
         yield chunk.words, encoder.push(chunk.samples)
     yield (), encoder.finish()
@@ -270,9 +278,10 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     watcher = asyncio.create_task(_close_on_disconnect(request, stream))
     try:
         first = await _first_chunk(stream)
-        fmt = body.response_format
+        fmt, rate = body.response_format, out_rate(body, stream)
+        headers = _headers(stream, engine, ignored, rate)
         if not streams:
-            return await _whole(stream, first, fmt, _headers(stream, engine, ignored))
+            return await _whole(stream, first, fmt, rate, headers)
     except StopAsyncIteration:
         return Response(status_code=CLIENT_CLOSED)
     finally:
@@ -280,10 +289,9 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     # behind Ray Serve each streamed piece costs a hop: pieces of at least this much audio
     min_samples = round(request.app.state.min_stream_chunk_s * stream.sample_rate)
     if body.stream_format == "sse":
-        content = _sse_events(stream, first, fmt, body.input, min_samples)
+        content = _sse_events(stream, first, fmt, rate, body.input, min_samples)
         media = "text/event-stream"
     else:
-        content = _audio_bytes(stream, first, fmt, min_samples)
-        media = content_type(fmt)
-    return CancellingStreamingResponse(content, stream, media_type=media,
-                                       headers=_headers(stream, engine, ignored))
+        content = _audio_bytes(stream, first, fmt, rate, min_samples)
+        media = content_type(fmt, rate)
+    return CancellingStreamingResponse(content, stream, media_type=media, headers=headers)

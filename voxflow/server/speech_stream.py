@@ -29,6 +29,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from voxflow.audio.rates import delivered_rate
 from voxflow.audio.stream import StreamEncoder, open_stream_encoder
 from voxflow.config import Settings
 from voxflow.engine.engine import Engine
@@ -207,10 +208,11 @@ class StreamSession:
         self._base = request
         self.sample_rate = voice.sample_rate
         self.access.audio = lambda: self.samples / self.sample_rate
-        self._encoder = open_stream_encoder(config.response_format, voice.sample_rate)
+        rate = delivered_rate(config.response_format, voice.sample_rate, config.sample_rate)
+        self._encoder = open_stream_encoder(config.response_format, voice.sample_rate, rate)
         self._buffer = SentenceBuffer(self.max_chars, request.language or voice.language)
         await self._send_json(session_event(self.request_id, request.model, request.voice,
-                                            config.response_format, voice.sample_rate))
+                                            config.response_format, rate))
         self._speaker = asyncio.create_task(self._speak_all())
 
     def _queue(self, spans: list[TextSpan]) -> None:

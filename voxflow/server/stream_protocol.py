@@ -156,7 +156,8 @@ def error_event(error: VoxflowError) -> dict[str, Any]:
 def session_event(request_id: str, model: str, voice: str, fmt: str,
                   sample_rate: int) -> dict[str, Any]:
     """Sent once the config is accepted: the served model and voice (aliases resolved), the
-    format and the sample rate of the audio (Hz; pcm is 16-bit little-endian mono at it)."""
+    format and the sample rate the audio is delivered at (Hz; pcm is 16-bit little-endian mono
+    at it: 24000 unless the config's `sample_rate` asks otherwise, `voxflow.audio.rates`)."""
     return {"type": "session.created", "request_id": request_id, "model": model,
             "voice": voice, "response_format": fmt, "sample_rate": sample_rate}
 
@@ -170,8 +171,8 @@ def segment_start_event(index: int, span: TextSpan, audio_start_s: float) -> dic
 
 
 def segment_end_event(index: int, samples: int, audio_end_s: float) -> dict[str, Any]:
-    """After a segment's last audio: its samples (at the session's rate, before encoding)
-    and the second of the stream's audio it ends at."""
+    """After a segment's last audio: its samples (at the model's rate, before resampling and
+    encoding) and the second of the stream's audio it ends at."""
     return {"type": "segment.end", "segment": index, "samples": samples,
             "audio_end": round(audio_end_s, 3)}
 

@@ -8,7 +8,9 @@ implied (any value accepted). The answer::
      "sample_rate": 22050, "duration": 3.21, "words": [{"word", "start", "end",
      "text_start", "text_end"}, ...]}
 
-`duration` is the audio's length in seconds (its samples / sample_rate, to the millisecond);
+`sample_rate` is the rate of `audio` (Hz; as `X-Sample-Rate`: 24000 for pcm unless the body's
+`sample_rate` asks otherwise, `voxflow.audio.rates`); `duration` is the audio's length in seconds
+(to the millisecond);
 words are as in `voxflow.server.words`. A model that cannot time words is a 400 (param
 "timestamps") before any synthesis, as on the speech route. Each request leaves an access line
 like a speech request's (`voxflow.server.request_id`).
@@ -32,6 +34,7 @@ from voxflow.server.speech import (
     _close_on_disconnect,
     _first_chunk,
     _headers,
+    out_rate,
     submit_speech,
 )
 from voxflow.server.words import word_json
@@ -67,15 +70,16 @@ async def create_speech_timestamps(body: SpeechBody, request: Request) -> Respon
     if not chunks[-1].is_last:  # closed by the disconnect watcher
         return Response(status_code=CLIENT_CLOSED)
     audio = np.concatenate([c.samples for c in chunks])
-    rate = stream.sample_rate
-    data = await asyncio.to_thread(encode_audio, audio, rate, body.response_format)
+    rate = out_rate(body, stream)
+    data = await asyncio.to_thread(encode_audio, audio, stream.sample_rate,
+                                   body.response_format, rate)
     return JSONResponse(
         {
             "audio": base64.b64encode(data).decode(),
             "format": body.response_format,
             "sample_rate": rate,
-            "duration": round(audio.size / rate, 3),
+            "duration": round(audio.size / stream.sample_rate, 3),
             "words": [word_json(body.input, w) for c in chunks for w in c.words],
         },
-        headers=_headers(stream, engine, ignored),
+        headers=_headers(stream, engine, ignored, rate),
     )
