@@ -162,8 +162,6 @@ BAD = [
     ([config(), {"type": "end", "now": True}], "unknown_parameter", "now", 4400),
     ([config(), {"type": "text", "text": "x" * 4097}], "input_too_long", "text", 4400),
     ([config(), {"type": "end"}], "empty_input", "input", 4400),
-    ([config(), {"type": "text", "text": "🙂🎉"}, {"type": "end"}], "no_speakable_text",
-     "input", 4400),
 ]
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from voxflow.engine.request import Deadlines, RequestState, SpeechRequest
 from voxflow.engine.scheduler import Job
+from voxflow.errors import InvalidRequestError
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
 from voxflow.stages.items import StageBatch, StageItem
 from voxflow.stages.outputs import Audio, Next, Parts, Segments
@@ -66,10 +67,18 @@ def fake_audio(seed: int, segment_index: int, text: str) -> np.ndarray:
     return audio
 
 
+REFUSED = "#refuse"
+"""Text the fake front end refuses (a 400 from the front end, as a real one's G2P error)."""
+
+
 class FakeFrontend(TextFrontendStage):
-    """Segments are the "|"-separated parts of each run's text."""
+    """Segments are the "|"-separated parts of each run's text; a run holding `REFUSED` is a
+    400 (code ``refused_by_frontend``)."""
 
     def run_segments(self, item: StageItem, run: TextRun, first: bool) -> list:
+        if REFUSED in run.text:
+            raise InvalidRequestError("the fake front end refuses this text.", param="input",
+                                      code="refused_by_frontend")
         return [p.strip() for p in run.text.split("|") if p.strip()]
 
 

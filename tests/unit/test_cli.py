@@ -234,11 +234,17 @@ def test_speak_empty_file_exits_2(capsys, tmp_path) -> None:
     assert str(empty) in err
 
 
-def test_speak_unspeakable_text_exits_2(capsys, tmp_path, tiny_config) -> None:
+def test_speak_unspeakable_text_writes_a_short_silence_and_says_so(
+    capsys, tmp_path, tiny_config
+) -> None:
+    # as the server answers it (issue 38 item 4)
     out = tmp_path / "x.wav"
-    err = run_fail(capsys, ["speak", "... !!! ...", "-o", str(out), "--config", str(tiny_config)])
-    assert "speakable" in err
-    assert not out.exists()
+    _, err = run_ok(capsys, ["speak", "... !!! ...", "-o", str(out), "--config",
+                             str(tiny_config)])
+    assert "note: the text has nothing speakable (only punctuation or symbols): the audio is " \
+        "silence" in err
+    samples, rate = sf.read(str(out), dtype="int16")
+    assert samples.size == round(0.2 * rate) and not samples.any()
 
 
 def _must_not_run(*args, **kwargs):

@@ -13,6 +13,7 @@ from voxflow.config import load_settings
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import RequestState, SpeechRequest
 from voxflow.errors import InvalidRequestError
+from voxflow.models.base import UNSPEAKABLE_SILENCE_S
 from voxflow.stages.items import StageItem
 from voxflow.text.document import SpeechDocument, TextRun, parse_input, parse_plain
 
@@ -83,14 +84,16 @@ def test_pauses_before_any_speech_add_to_the_lead_silence():
     assert plan.lead_silence_s == 0.75 and plan.pauses_after == {}
 
 
-def test_a_document_with_only_pauses_has_nothing_to_speak():
+def test_a_document_with_only_pauses_is_their_silence():
     doc = SpeechDocument((TextRun("", break_after_s=1.0),), ssml=True)
-    [err] = FakeFrontend().run([_item(doc)])
-    assert isinstance(err, InvalidRequestError) and err.param == "input"
-    assert err.code == "no_speakable_text"
-    assert err.message == (
-        "input has no speakable text (only markup, breaks, symbols or punctuation)."
-    )
+    [plan] = FakeFrontend().run([_item(doc)])
+    assert plan.payloads == [] and plan.lead_silence_s == 1.0
+
+
+def test_a_document_with_nothing_speakable_is_a_short_silence():
+    doc = SpeechDocument((TextRun(""),))  # what parsing leaves of "." or "🙂"
+    [plan] = FakeFrontend().run([_item(doc)])
+    assert plan.payloads == [] and plan.lead_silence_s == UNSPEAKABLE_SILENCE_S == 0.2
 
 
 def _engine(monkeypatch) -> Engine:

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from fakes import SAMPLES_PER_CHAR, FakeSettings, fake_audio, register_fake_family
+from fakes import REFUSED, SAMPLES_PER_CHAR, FakeSettings, fake_audio, register_fake_family
 from piper.phoneme_ids import phonemes_to_ids
 from tiny_voice import HOP_LENGTH, TAIL_LEVEL, frames_table
 
@@ -20,6 +20,7 @@ from voxflow.errors import (
     RequestTimeoutError,
     SynthesisError,
 )
+from voxflow.models.base import UNSPEAKABLE_SILENCE_S
 from voxflow.models.piper.frontend import phonemize
 from voxflow.models.piper.model import load_voice
 from voxflow.models.piper.settings import PiperSettings
@@ -177,13 +178,30 @@ def test_front_end_error_reaches_the_client_unchanged(make_settings):
     async def main():
         async with running(make_settings()) as engine:
             with pytest.raises(InvalidRequestError) as info:
-                await engine.submit(req("| |")).collect()
+                await engine.submit(req(f"a|{REFUSED}")).collect()
             after = await engine.submit(req("fine")).collect()
             return info.value, after, value(engine, "voxflow_requests_total", status="error")
 
     err, after, errors = asyncio.run(main())
-    assert err.param == "input" and err.message.startswith("input has no speakable text")
+    assert (err.param, err.code) == ("input", "refused_by_frontend")
+    assert err.message == "the fake front end refuses this text."
     assert after[-1].is_last and errors == 1
+
+
+def test_nothing_speakable_is_a_short_silence_that_ends_the_request_ok(make_settings):
+    # issue 38 item 4: OpenAI answers "." with audio; so does voxflow, a request of its own
+    async def main():
+        async with running(make_settings()) as engine:
+            stream = engine.submit(req("| |"))
+            chunks = await stream.collect()
+            return stream, chunks, value(engine, "voxflow_requests_total", status="ok")
+
+    stream, chunks, ok = asyncio.run(main())
+    assert stream.state.unspeakable and ok == 1
+    audio = np.concatenate([c.samples for c in chunks])
+    assert chunks[-1].is_last and audio.dtype == np.float32
+    assert audio.size == round(UNSPEAKABLE_SILENCE_S * stream.sample_rate)
+    assert not audio.any()
 
 
 def test_admission_third_concurrent_request_is_429_and_first_two_complete(make_settings):

@@ -104,6 +104,7 @@ class SpeakResult:
     load_s: float
     synth_s: float
     note: str | None = None  # the model's `random_weights_note`: its audio is noise
+    unspeakable: bool = False  # the text had nothing speakable: the audio is a short silence
 
     @property
     def audio_s(self) -> float:
@@ -390,7 +391,8 @@ async def synthesize(
         samples = await _drain(stream, output, progress)
         synth_s = time.perf_counter() - t0
         note = engine.family(model).random_weights_note()
-        return SpeakResult(samples, stream.sample_rate, load_s, synth_s, note)
+        return SpeakResult(samples, stream.sample_rate, load_s, synth_s, note,
+                           stream.state.unspeakable)
     except VoxflowError as exc:
         raise CliError(exc.message, exit_code=2 if exc.status < 500 else 1) from None
     finally:
@@ -422,4 +424,7 @@ def cmd_speak(args: argparse.Namespace) -> int:
     )
     if result.note is not None:
         print(f"note: the weights are {result.note}", file=sys.stderr)
+    if result.unspeakable:
+        print("note: the text has nothing speakable (only punctuation or symbols): the audio "
+              "is silence", file=sys.stderr)
     return 0

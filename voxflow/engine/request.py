@@ -181,6 +181,8 @@ class RequestState:
         # Seconds of silence after segments, and before the first (breaks, pauses).
         self._pauses_after: dict[int, float] = {}
         self._lead_silence_s = 0.0
+        # True when the input had nothing speakable: the audio is only silence (fan_out).
+        self.unspeakable = False
         # The parsed input (`voxflow.text.document.SpeechDocument`), set by `Engine.submit`.
         self.document: SpeechDocument | None = None
         self._ended: list[Callable[[], None]] = []

@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 import time
 
+import numpy as np
+
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.scheduler import Job, StageQueue, stage_batch
 from voxflow.errors import SynthesisError, VoxflowError
@@ -124,11 +126,16 @@ def deliver(job: Job, audio: Audio, final: bool) -> None:
 def fan_out(stage: Stage, job: Job, plan: Segments, downstream: StageQueue | None) -> None:
     """Record the front end's plan on the request and queue one job per segment."""
     state = job.state
-    if downstream is None or not plan.payloads:
-        error = TypeError("a front end must be followed by a stage and yield a segment")
+    if downstream is None:
+        error = TypeError("a front end must be followed by a stage")
         state.fail(as_request_error(stage, error))
         return
     state.set_segment_plan(plan.pauses_after, plan.lead_silence_s)
+    if not plan.payloads:  # nothing speakable: one empty segment, the lead silence around it
+        state.unspeakable = True
+        state.set_segment_count(1)
+        state.deliver(0, np.zeros(0, np.float32))
+        return
     state.set_segment_count(len(plan.payloads))
     speed = job.item.speed
     for index, payload in enumerate(plan.payloads):

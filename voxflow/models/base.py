@@ -6,7 +6,8 @@ items into one output per item, testable without a server.
 
 Data flow through a family's stages (the contract itself is `voxflow.stages`):
 - stage 0 (`fans_out = True`) receives one item per request whose payload is the request's
-  parsed document and returns, per item, its `Segments` (at least one);
+  parsed document and returns, per item, its `Segments` (none when nothing is speakable: the
+  request is then only silence);
 - each following stage receives one item per segment (or segment part) and returns `Next`;
 - the last stage returns each item's `Audio`, (N,) float32 in [-1, 1] at the voice's rate.
 """
@@ -47,6 +48,9 @@ class Voice:
 
 log = logging.getLogger(__name__)
 
+UNSPEAKABLE_SILENCE_S = 0.2
+"""Seconds of silence answered for an input with nothing speakable and no breaks."""
+
 
 class TextFrontendStage(Stage):
     """Stage 0 of a family: one request's parsed input -> its segment payloads (fans out).
@@ -58,7 +62,10 @@ class TextFrontendStage(Stage):
     last segment, or before the first audio when nothing was spoken yet).
 
     Runs one item at a time on one worker: the G2P libraries behind it (espeak-ng, OpenJTalk)
-    keep global state. A document that yields no segment fails its request with a 400.
+    keep global state. A document with nothing speakable (only punctuation, symbols, emoji,
+    markup or breaks) yields no segment: the request is `UNSPEAKABLE_SILENCE_S` of silence (or
+    its breaks' length), as OpenAI answers ``"."`` with audio (Home Assistant checks its API
+    key that way; apps that split text at punctuation send lone dashes and ellipses).
     """
 
     name = "frontend"
@@ -80,7 +87,7 @@ class TextFrontendStage(Stage):
                 first audio.
         """
 
-    def _plan(self, item: StageItem) -> Segments | InvalidRequestError:
+    def _plan(self, item: StageItem) -> Segments:
         document: SpeechDocument = item.payload
         request_speed = item.request.speed
         segments: list[Any] = []
@@ -102,13 +109,8 @@ class TextFrontendStage(Stage):
                     pauses[last] = pauses.get(last, 0.0) + run.break_after_s
                 else:
                     lead += run.break_after_s
-        if not segments:
-            what = "markup, breaks, symbols" if document.ssml else "symbols, emoji"
-            return InvalidRequestError(
-                f"input has no speakable text (only {what} or punctuation).",
-                param="input",
-                code="no_speakable_text",
-            )
+        if not segments:  # nothing to say: silence, no segment to synthesize
+            return Segments([], lead_silence_s=lead or UNSPEAKABLE_SILENCE_S)
         if item.request.timestamps:
             segments = self.place_words(document, segments)
         return Segments(segments, speeds, pauses, lead)

@@ -143,6 +143,8 @@ def _headers(stream: SpeechStream, engine: Engine, ignored: list[str],
         headers[ignored_header.HEADER] = ignored_header.header_value(ignored)
     if engine.family(stream.state.request.model).random_weights_note() is not None:
         headers["X-Voxflow-Weights"] = "random"  # noise, not speech (/v1/models says more)
+    if stream.state.unspeakable:  # only punctuation or symbols: the audio is a short silence
+        headers["X-Voxflow-Unspeakable"] = "true"
     document = stream.state.document
     if document is not None and document.dropped_letters:
         # Letters of scripts the voice cannot read, removed (docs/api.md, "Scripts").

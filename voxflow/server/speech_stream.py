@@ -241,7 +241,7 @@ class StreamSession:
                 else:  # symbols only: nothing to say, unless nothing else ever is
                     unspoken.append(span.text)
             if self.segments == 0:
-                # Let the engine refuse it with its own code (empty_input, no_speakable_text).
+                # The engine refuses nothing sent (empty_input); symbols alone: a short silence.
                 text = " ".join(unspoken)
                 await self._speak(TextSpan(text, 0, len(text)))
             await self._finish()
@@ -266,8 +266,8 @@ class StreamSession:
         hold_saved_voice(self.engine, stream)
         rate = self.sample_rate
         start = self.samples
-        started = False  # segment.start waits for the first chunk: a segment the front end
-        async with stream:  # refuses (nothing speakable) then has only its error event
+        started = False  # segment.start waits for the first chunk: a segment the engine
+        async with stream:  # refuses (a script it cannot read) then has only its error event
             async for chunk in stream:
                 if not started:
                     await self._send_json(segment_start_event(index, span, start / rate))

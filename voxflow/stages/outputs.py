@@ -59,7 +59,8 @@ class Segments:
     """A request's segments, from the front end (the stage with ``fans_out``).
 
     Attributes:
-        payloads: the next stage's payload per segment, in reading order (at least one).
+        payloads: the next stage's payload per segment, in reading order; none when the input
+            has nothing speakable: the request's audio is then `lead_silence_s` of silence.
         speeds: segment index -> speaking-rate factor, for segments whose factor is not the
             request's `speed` (SSML ``<prosody rate>``).
         pauses_after: segment index -> seconds of silence after that segment's audio.
