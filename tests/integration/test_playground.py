@@ -239,3 +239,15 @@ def test_the_page_asks_for_a_key_when_the_server_needs_one(keyed_server, page):
     assert page.evaluate("window.voxflowStats.audioSeconds") > 0.3
     assert page.inner_text("#error") == ""
     page.click("#stop")
+
+
+def test_the_api_docs_page_renders_offline_from_the_servers_own_files(keyed_server, page):
+    # issue 38 item 9: Swagger UI from /docs/assets (no CDN): every request the page makes goes
+    # to this server, and it renders every route of the OpenAPI 3.1 document
+    hosts: list[str] = []
+    page.on("request", lambda request: hosts.append(request.url.split("/")[2]))
+    page.goto(f"{keyed_server.url}/docs")
+    page.locator(".opblock-summary-path", has_text="/v1/audio/speech").first.wait_for()
+    paths = set(page.locator(".opblock-summary-path").all_inner_texts())
+    assert {"/v1/audio/speech", "/v1/audio/voices", "/health"} <= {p.strip() for p in paths}
+    assert set(hosts) == {keyed_server.url.split("/")[2]}

@@ -19,6 +19,9 @@ Routes:
 - ``GET /metrics``: Prometheus text format.
 - ``GET /``: the playground page (and ``/playground.js``, ``/playground.css``;
   `voxflow.server.playground`), open without a key.
+- ``GET /docs`` (Swagger UI), ``/redoc`` and ``/openapi.json``: the API pages, their scripts
+  and styles served from ``/docs/assets/`` (fastapi-offline's copies: no CDN, so they work
+  offline), open without a key.
 
 With ``server.api_keys`` set, every route but ``/health``, the docs pages, the playground and (with
 ``server.metrics_public``) ``/metrics`` needs ``Authorization: Bearer KEY``
@@ -40,12 +43,19 @@ from functools import partial
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from voxflow import __version__
 from voxflow.config import ConfigError, Settings
 from voxflow.engine.engine import Engine
-from voxflow.server.auth import ApiKeyMiddleware, KeyRing, document_bearer_auth, open_paths
+from voxflow.server.auth import (
+    DOCS_ASSETS,
+    ApiKeyMiddleware,
+    KeyRing,
+    document_bearer_auth,
+    open_paths,
+)
 from voxflow.server.cors import OpenAICORSMiddleware
 from voxflow.server.errors import install_error_handlers
 from voxflow.server.listings import audio_models_list, models_list, voices_list
@@ -174,9 +184,10 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
             engine.stop()
 
     # redirect_slashes=False: `/v1/audio/speech/` is a 404 in our shape, not a 307 that
-    # clients follow as a GET or not at all
-    app = FastAPI(title="voxflow", version=__version__, lifespan=lifespan,
-                  redirect_slashes=False)
+    # clients follow as a GET or not at all. FastAPIOffline: /docs and /redoc load Swagger UI
+    # and ReDoc from the files fastapi-offline ships, not from a CDN, so they work offline.
+    app = FastAPIOffline(title="voxflow", version=__version__, lifespan=lifespan,
+                         redirect_slashes=False, static_url=DOCS_ASSETS)
     app.state.engine = engine
     app.state.settings = settings
     app.state.min_stream_chunk_s = min_stream_chunk_s

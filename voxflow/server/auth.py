@@ -12,7 +12,8 @@ the keys are. Only the digests are kept. Nothing the client sent is quoted in th
 the log line of a refusal.
 
 Open without a key: `OPEN_PATHS` (``/health``, which says whether a key is needed, the
-API docs pages ``/docs``, ``/redoc``, ``/openapi.json``, and the playground's page and files,
+API docs pages ``/docs``, ``/redoc``, ``/openapi.json`` and their files under `DOCS_ASSETS`, and
+the playground's page and files,
 `voxflow.server.playground.PAGE_PATHS`, which ask for a key themselves) and ``/metrics`` when
 ``server.metrics_public``; the read-only listings (`LISTINGS`) when ``server.listings_public``.
 Everything else, unknown routes included, needs the key. CORS
@@ -39,9 +40,13 @@ from voxflow.server.request_id import log_value
 
 log = logging.getLogger(__name__)
 
-OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
-                       | PAGE_PATHS)
-"""Paths served without a key even when keys are set (the playground's files among them)."""
+DOCS_ASSETS = "/docs/assets"
+"""Where the API pages' scripts and styles are served (`voxflow.server.app`)."""
+
+OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json",
+                        f"GET {DOCS_ASSETS}/*"} | PAGE_PATHS)
+"""Paths served without a key even when keys are set (the playground's files and the docs
+pages' assets among them)."""
 
 METRICS_PATH = "/metrics"
 
