@@ -21,6 +21,7 @@ from voxflow.config import load_settings  # noqa: E402
 from voxflow.engine.engine import Engine  # noqa: E402
 from voxflow.engine.request import SpeechRequest  # noqa: E402
 from voxflow.errors import InvalidRequestError  # noqa: E402
+from voxflow.models.base import UNSPEAKABLE_SILENCE_S  # noqa: E402
 from voxflow.models.cosyvoice3.lm import KVCache  # noqa: E402
 from voxflow.models.cosyvoice3.lm_batch import decode_step  # noqa: E402
 from voxflow.models.cosyvoice3.model import CosyVoice3Family  # noqa: E402
@@ -90,7 +91,8 @@ def test_frontend_segments_text_into_ids_with_markers_read_as_text(family, caplo
     assert ENDOFPROMPT_ID not in second.ids.tolist()  # spec §11: markers escaped
     assert any(NOTE in r.getMessage() and "request r" in r.getMessage() for r in caplog.records)
     (empty,) = frontend.run(StageBatch.of([StageItem(_info(), -1, parse_input("🙂 ... !"))]))
-    assert isinstance(empty, InvalidRequestError) and empty.status == 400
+    assert isinstance(empty, Segments) and empty.payloads == []  # silence (issue 38 item 4)
+    assert empty.lead_silence_s == UNSPEAKABLE_SILENCE_S
 
 
 def test_batched_decode_step_equals_each_row_alone(family):
