@@ -28,6 +28,7 @@ from pydantic import (
 from voxflow.api_keys import ENV_VAR, ApiKeysError, collect_api_keys, key_problem
 from voxflow.models.registry import family_settings_type
 from voxflow.ray.settings import RaySettings
+from voxflow.wyoming.settings import WyomingSettings
 
 # An Origin header's value: scheme://host[:port], nothing after it.
 _ORIGIN = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#\s]+")
@@ -314,6 +315,11 @@ class Settings(_Strict):
         RaySettings(),
         description="Scale-out on Ray Serve (`voxflow serve --ray`, docs/scale-out.md): "
         "replicas, autoscaling and Ray's queue. The plain server ignores it.",
+    )
+    wyoming: WyomingSettings = Field(
+        WyomingSettings(),
+        description="Home Assistant's Wyoming protocol beside HTTP (docs/clients.md, Home "
+        "Assistant).",
     )
 
     @model_validator(mode="after")

@@ -39,6 +39,11 @@ class LiveServer:
     def engine(self):
         return self.app.state.engine
 
+    @property
+    def wyoming_port(self) -> int:
+        """The port of its Wyoming server (``wyoming.enabled``)."""
+        return self.app.state.wyoming.port
+
     def metric(self, name: str, labels: dict[str, str] | None = None) -> float:
         value = self.engine.metrics.registry.get_sample_value(name, labels or {})
         return 0.0 if value is None else value
@@ -103,9 +108,11 @@ def kokoro_cache_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def multi_server(kokoro_cache_dir: Path) -> Iterator[LiveServer]:
-    """piper + kokoro from configs/multi.yaml, the Kokoro model joined into a temporary cache."""
+    """piper + kokoro from configs/multi.yaml, the Kokoro model joined into a temporary cache;
+    also serving Wyoming on a free loopback port (`LiveServer.wyoming_port`)."""
     config = Path(__file__).resolve().parents[2] / "configs" / "multi.yaml"
-    live = start_server({"models.1.options.cache_dir": str(kokoro_cache_dir)}, config=str(config))
+    live = start_server({"models.1.options.cache_dir": str(kokoro_cache_dir),
+                         "wyoming.enabled": True, "wyoming.port": 0}, config=str(config))
     yield live
     live.stop()
 

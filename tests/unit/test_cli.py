@@ -24,6 +24,7 @@ from voxflow.cli import speak as cli_speak
 from voxflow.config import OPENAI_VOICES, EngineSettings, ServerSettings, Settings, load_settings
 from voxflow.models.piper.settings import PiperSettings
 from voxflow.ray.settings import RaySettings
+from voxflow.wyoming.settings import WyomingSettings
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "configs" / "piper.yaml"
@@ -98,6 +99,7 @@ def test_default_config_validates_and_spells_out_every_default() -> None:
     assert set(raw["server"]) == set(ServerSettings.model_fields)
     assert set(raw["engine"]) == set(EngineSettings.model_fields)
     assert set(raw["ray"]) == set(RaySettings.model_fields)
+    assert set(raw["wyoming"]) == set(WyomingSettings.model_fields)
     assert set(raw["models"][0]["options"]) == set(PiperSettings.model_fields)
 
 

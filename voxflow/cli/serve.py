@@ -23,6 +23,11 @@ def add_serve(commands, common: argparse.ArgumentParser) -> None:
     p.add_argument("--host", help="bind address (server.host)")
     p.add_argument("--port", type=int, help="TCP port (server.port)")
     p.add_argument(
+        "--wyoming", metavar="[HOST:]PORT", type=wyoming_address,
+        help="also serve Home Assistant's Wyoming protocol there (wyoming.enabled, "
+        "wyoming.host, wyoming.port; host 127.0.0.1 unless given)",
+    )
+    p.add_argument(
         "--ray", action="store_true",
         help="serve through Ray Serve: replicas of the app, one engine each, autoscaled by "
         "the ray: settings (needs the ray extra; docs/scale-out.md)",
@@ -33,13 +38,23 @@ def add_serve(commands, common: argparse.ArgumentParser) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP server until interrupted."""
     flags = {"server.host": args.host, "server.port": args.port}
+    if getattr(args, "wyoming", None) is not None:
+        host, port = args.wyoming
+        flags.update({"wyoming.enabled": True, "wyoming.host": host, "wyoming.port": port})
     settings = load_cli_settings(args, after={k: v for k, v in flags.items() if v is not None})
     configure_logging(settings.server.log_level)
     log.info("settings: %s", settings.model_dump_json())  # API keys show as **********
     warn_if_open(settings.server.host, bool(settings.server.api_keys))
     if args.ray:
+        if settings.wyoming.enabled:
+            raise CliError("--ray does not serve Wyoming (each replica would bind its port): "
+                           "run a plain `voxflow serve --wyoming` beside the cluster")
         return _serve_on_ray(settings)
     _check_port_free(settings.server.host, settings.server.port)
+    if settings.wyoming.enabled:
+        warn_if_wyoming_open(settings.wyoming.host)
+        if settings.wyoming.port:
+            _check_port_free(settings.wyoming.host, settings.wyoming.port)
 
     import uvicorn
 
@@ -95,6 +110,30 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def wyoming_address(value: str) -> tuple[str | None, int]:
+    """``--wyoming``: ``PORT`` or ``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host or None,
+    port)."""
+    host, sep, port = value.rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not [HOST:]PORT") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"port {number} is outside 0..65535")
+    return (host.strip("[]") or None) if sep else None, number
+
+
+def warn_if_wyoming_open(host: str) -> None:
+    """Log a WARNING when the Wyoming server listens beyond this machine: the protocol has no
+    authentication."""
+    if is_loopback(host):
+        return
+    log.warning(
+        "wyoming: listening on %s: the Wyoming protocol has no authentication, so anyone who "
+        "can reach this address can use the voices (bind wyoming.host to 127.0.0.1, or keep "
+        "the port behind a firewall)", host)
 
 
 def warn_if_open(host: str, has_keys: bool) -> None:

@@ -55,6 +55,7 @@ class VoxflowReplica:
         configure_logging(self._settings.server.log_level)
         self._app = create_app(
             self._settings, min_stream_chunk_s=self._settings.ray.min_stream_chunk_ms / 1000,
+            wyoming=False,  # every replica would bind the one Wyoming port
         )
         return self._app
 

@@ -66,6 +66,7 @@ from voxflow.server.speech import create_speech
 from voxflow.server.speech_stream import STREAM_PATH, speech_stream
 from voxflow.server.timestamps import create_speech_timestamps
 from voxflow.server.voices import create_voice, delete_voice
+from voxflow.wyoming.server import WyomingServer
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ async def metrics(request: Request) -> Response:
 
 
 def create_app(settings: Settings, engine: Engine | None = None, *,
-               min_stream_chunk_s: float = 0.0) -> FastAPI:
+               min_stream_chunk_s: float = 0.0, wyoming: bool = True) -> FastAPI:
     """Build the app; its lifespan starts `engine` (a new one from `settings` by default).
 
     A model that fails to load fails start-up (the server exits with the error logged).
@@ -158,6 +159,9 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
             of audio (the engine's chunks joined, `voxflow.server.coalesce`; the last may be
             shorter); 0 = each chunk as the engine produces it. Ray Serve replicas set it
             (``ray.min_stream_chunk_ms``), since each piece is a hop through Ray.
+        wyoming: whether the lifespan also starts the Wyoming server when
+            ``wyoming.enabled`` (`voxflow.wyoming.server`; Ray Serve replicas do not: they
+            would all bind its port).
 
     Raises:
         ConfigError: ``server.api_keys_file`` is set but `settings` hold no key (they did not
@@ -165,6 +169,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
         ValueError: `min_stream_chunk_s` is negative.
     """
     keys = [key.get_secret_value() for key in settings.server.api_keys]
+    serve_wyoming = wyoming and settings.wyoming.enabled
     if min_stream_chunk_s < 0:
         raise ValueError(f"min_stream_chunk_s must be >= 0, not {min_stream_chunk_s}")
     if settings.server.api_keys_file is not None and not keys:
@@ -178,9 +183,16 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
     async def lifespan(app: FastAPI):
         await engine.start()
         log.info("ready after %.2f s", engine.ready_after_s or 0.0)
+        # Home Assistant's Wyoming protocol, once the voices are loaded (voxflow.wyoming)
+        wyoming = WyomingServer(engine, settings) if serve_wyoming else None
+        app.state.wyoming = wyoming
         try:
+            if wyoming is not None:
+                await wyoming.start()
             yield
         finally:
+            if wyoming is not None:
+                await wyoming.stop()
             engine.stop()
 
     # redirect_slashes=False: `/v1/audio/speech/` is a 404 in our shape, not a 307 that
