@@ -13,7 +13,8 @@ CONFIG ?= configs/piper.yaml
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test test-fast lint docs install install-test clean gpu-wheels gpu-rehearsal
+.PHONY: serve test test-fast lint docs install install-test clean gpu-wheels gpu-rehearsal \
+	conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -79,5 +80,26 @@ gpu-rehearsal: gpu-wheels
 	unshare -n sh -c 'ip link set lo up && PY=$(GPU_VENV)/bin/python benchmarks/gpu/run.sh --dry-run --out-dir gpu-out/rehearsal'
 	benchmarks/gpu/travel_size.sh .gpu-wheels/cp312
 
+# The conformance suite (tests/conformance/README.md): real client libraries (Pipecat, LiveKit's
+# OpenAI plugin, the openai SDK 2.x and 3.x) and replays of apps' requests against one real
+# `voxflow serve --config configs/multi.yaml`. Each client venv .venv-conformance/NAME is built
+# from tests/conformance/requirements-NAME.txt, afresh whenever that file changes (its stamp is
+# named after the file's hash); the server runs from .venv (the runtime install is enough).
+CONFORMANCE_VENVS := latest openai2
+conformance_stamp = .venv-conformance/$(1)/.installed-$(shell sha1sum tests/conformance/requirements-$(1).txt | cut -c1-12)
+CONFORMANCE_STAMPS := $(foreach v,$(CONFORMANCE_VENVS),$(call conformance_stamp,$(v)))
+
+define conformance_venv_rule
+$(call conformance_stamp,$(1)): tests/conformance/requirements-$(1).txt
+	rm -rf .venv-conformance/$(1)
+	$$(PYTHON) -m venv .venv-conformance/$(1)
+	.venv-conformance/$(1)/bin/pip install -q --disable-pip-version-check -r tests/conformance/requirements-$(1).txt
+	touch $$@
+endef
+$(foreach v,$(CONFORMANCE_VENVS),$(eval $(call conformance_venv_rule,$(v))))
+
+conformance: $(RUNTIME_STAMP) $(CONFORMANCE_STAMPS)
+	$(BIN)/python tests/conformance/run.py
+
 clean:
-	rm -rf $(VENV) $(GPU_VENV) build *.egg-info
+	rm -rf $(VENV) $(GPU_VENV) .venv-conformance build *.egg-info
