@@ -71,7 +71,7 @@ def test_a_wav_response_and_the_models_listing_say_the_weights_are_random(server
     ({"voice": "nobody"}, 400, "voice"),  # OpenAI's names (alloy) resolve on every model
     ({"input": ""}, 400, "input"),
     ({"input": "x" * 4097}, 400, "input"),
-    ({"input": "🙂 !"}, 400, "input"),
+    ({"input": " \n "}, 400, "input"),  # symbols alone are a short silence (issue 38 item 4)
     ({"model": "cosyvoice4"}, 404, "model"),
     ({"seed": "seven"}, 400, "seed"),
 ])
