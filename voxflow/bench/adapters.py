@@ -1,6 +1,6 @@
 """How the bench talks to each kind of server: the request to send and how to decode the answer.
 
-Two engines, measured by the same client (`voxflow.bench.client`):
+Three engines, measured by the same client (`voxflow.bench.client`):
 - ``openai``: ``POST {url}/v1/audio/speech`` with the OpenAI fields (voxflow, or any server that
   speaks the OpenAI speech API). ``pcm`` takes its rate from ``X-Sample-Rate`` when the server
   sends it, else from `Target.sample_rate` (OpenAI's own pcm is 24 kHz). With
@@ -9,6 +9,10 @@ Two engines, measured by the same client (`voxflow.bench.client`):
 - ``piper-http``: piper-tts's own server (``python -m piper.http_server``), ``POST
   {url}/synthesize`` with ``{"text": ...}``; it answers a whole WAV file, never streams and has
   no seed.
+- ``wyoming``: a Wyoming text-to-speech server (Home Assistant's protocol: voxflow's
+  ``--wyoming`` listener, wyoming-piper) at ``tcp://HOST:PORT``; each request is one TCP
+  connection, sent as `voxflow.bench.wyoming_client` says; ready once ``describe`` gets an
+  ``info`` within Home Assistant's 1 s. No seed, no format (16-bit PCM), no extras.
 
 Pass-through `extras` are added to the JSON body, but never replace a field the harness owns
 (`owned_fields`): the harness's value wins and `dropped_extras` names what was ignored.
@@ -16,51 +20,26 @@ Pass-through `extras` are added to the JSON body, but never replace a field the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
 
 from voxflow.bench.decode import make_decoder
+from voxflow.bench.target import OPENAI_PCM_RATE, Target
+from voxflow.bench.wyoming_client import describe, host_port
 
-ENGINES = ("openai", "piper-http")
-OPENAI_PCM_RATE = 24000
-
-
-@dataclass(frozen=True)
-class Target:
-    """The server under test and the request options that do not change per request."""
-
-    engine: str
-    url: str
-    model: str = "piper"
-    voice: str = "joe"
-    fmt: str = "pcm"
-    stream: bool = True
-    stream_field: bool = True
-    """Whether the body carries ``stream`` at all (False: the OpenAI client's plain body)."""
-    sse: bool = False
-    sample_rate: int = OPENAI_PCM_RATE
-    extras: dict[str, Any] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)
-    """Sent with every request to the server but its health check (``Authorization: Bearer
-    KEY`` for a voxflow server with API keys, `options.target_from`)."""
+ENGINES = ("openai", "piper-http", "wyoming")
+__all__ = ["ENGINES", "OPENAI_PCM_RATE", "Adapter", "HttpAdapter", "Target", "make_adapter"]
 
 
 class Adapter(Protocol):
+    """What every engine's adapter has: its target, and how to tell the server is ready."""
+
     target: Target
     seeded: bool
     """Whether the server honours a seed (same seed -> same audio)."""
 
     def owned_fields(self) -> frozenset[str]: ...
-
-    def request(self, text: str, seed: int | None) -> tuple[str, dict[str, Any]]:
-        """The URL and JSON body of one request for `text`."""
-        ...
-
-    def decoder(self, response: httpx.Response):
-        """A fresh `voxflow.bench.decode` decoder for this response's body."""
-        ...
 
     async def ready(self, client: httpx.AsyncClient) -> bool:
         """Whether the server answers its health check now (connection errors -> False)."""
@@ -68,6 +47,18 @@ class Adapter(Protocol):
 
     async def info(self, client: httpx.AsyncClient) -> dict[str, Any]:
         """What the server says about itself, for the report."""
+        ...
+
+
+class HttpAdapter(Adapter, Protocol):
+    """An engine spoken over HTTP: one request per text, the answer's body decoded as audio."""
+
+    def request(self, text: str, seed: int | None) -> tuple[str, dict[str, Any]]:
+        """The URL and JSON body of one request for `text`."""
+        ...
+
+    def decoder(self, response: httpx.Response):
+        """A fresh `voxflow.bench.decode` decoder for this response's body."""
         ...
 
 
@@ -160,14 +151,41 @@ class PiperHttpAdapter:
         return {"info": info}
 
 
+class WyomingAdapter:
+    """A Wyoming server at ``tcp://HOST:PORT``; ready once ``describe`` gets its ``info``
+    within Home Assistant's 1 s (the httpx client of the protocol is not used)."""
+
+    seeded = False
+
+    def __init__(self, target: Target):
+        host_port(target.url)  # ValueError now rather than at the first request
+        self.target = target
+
+    def owned_fields(self) -> frozenset[str]:
+        return frozenset()
+
+    async def ready(self, client: httpx.AsyncClient) -> bool:
+        return await describe(self.target.url) is not None
+
+    async def info(self, client: httpx.AsyncClient) -> dict[str, Any]:
+        info = await describe(self.target.url)
+        if info is None:
+            return {"error": "no info within 1 s"}
+        return {"tts": [{"name": p.name, "version": p.version, "installed": p.installed,
+                         "supports_synthesize_streaming": p.supports_synthesize_streaming,
+                         "voices": [v.name for v in p.voices]} for p in info.tts]}
+
+
 def make_adapter(target: Target) -> Adapter:
     """The adapter for `target.engine`.
 
     Raises:
-        ValueError: unknown engine.
+        ValueError: unknown engine; a wyoming URL that is not ``tcp://HOST:PORT``.
     """
     if target.engine == "openai":
         return OpenAIAdapter(target)
     if target.engine == "piper-http":
         return PiperHttpAdapter(target)
+    if target.engine == "wyoming":
+        return WyomingAdapter(target)
     raise ValueError(f"unknown engine {target.engine!r}; engines: {', '.join(ENGINES)}")

@@ -88,7 +88,9 @@ class ArmServer:
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        """Where the arm's server listens: ``tcp://`` for a Wyoming arm, else ``http://``."""
+        scheme = "tcp" if self.arm.engine == "wyoming" else "http"
+        return f"{scheme}://{HOST}:{self.port}"
 
     def __enter__(self) -> ArmServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,22 +20,15 @@ kind               meaning
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from typing import cast
 
 import httpx
 import numpy as np
 
-from voxflow.bench.adapters import Adapter
+from voxflow.bench.adapters import Adapter, HttpAdapter, WyomingAdapter
 from voxflow.bench.decode import DecodeError, StreamError
-from voxflow.bench.timeline import Timeline
-
-
-@dataclass
-class Result:
-    """One finished request: its timeline and, when kept, its decoded audio (float32)."""
-
-    timeline: Timeline
-    audio: np.ndarray | None = None
+from voxflow.bench.timeline import Result, Timeline
+from voxflow.bench.wyoming_client import fetch_wyoming
 
 
 def error_kind(exc: BaseException) -> str:
@@ -62,7 +55,20 @@ async def fetch(
     timeout_s: float,
     keep_audio: bool = False,
 ) -> Result:
-    """Send one request for `text` and read its whole body; never raises for a failed request."""
+    """Send one request for `text` and read its whole body; never raises for a failed request.
+
+    A Wyoming server (`WyomingAdapter`) gets one connection per request
+    (`voxflow.bench.wyoming_client`); it takes no seed, and `client` is not used.
+    """
+    if isinstance(adapter, WyomingAdapter):
+        return await fetch_wyoming(adapter.target, text, text_index, timeout_s, keep_audio)
+    http = cast(HttpAdapter, adapter)  # every engine but wyoming speaks HTTP
+    return await _fetch_http(client, http, text, text_index, seed, timeout_s, keep_audio)
+
+
+async def _fetch_http(client: httpx.AsyncClient, adapter: HttpAdapter, text: str,
+                      text_index: int, seed: int | None, timeout_s: float,
+                      keep_audio: bool) -> Result:
     url, body = adapter.request(text, seed)
     pieces: list[np.ndarray] = []
     timeline = Timeline(text_index, sent=time.perf_counter())

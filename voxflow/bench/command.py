@@ -129,7 +129,16 @@ async def _server_info(adapter: Adapter) -> dict[str, Any]:
 
 def bench_run(args: argparse.Namespace) -> int:
     """``voxflow bench run``: one server, a concurrency sweep (or ``--check N``)."""
-    adapter = make_adapter(options.target_from(args, args.engine, args.url))
+    if args.wyoming:
+        if args.engine not in ("openai", "wyoming"):
+            raise BenchError(f"--wyoming is --engine wyoming, not --engine {args.engine}",
+                             EXIT_USAGE)
+        args.engine, args.url = "wyoming", args.wyoming
+    _check_wyoming(args, {args.engine})
+    try:
+        adapter = make_adapter(options.target_from(args, args.engine, args.url))
+    except ValueError as exc:
+        raise BenchError(str(exc), EXIT_USAGE) from None
     cases, plan = _inputs(args), options.plan_from(args)
     open_plan = options.open_loop_from(args)
     if open_plan is not None and (args.check or args.save_audio_dir):
@@ -157,6 +166,13 @@ def bench_run(args: argparse.Namespace) -> int:
         write_json(args.out, record)
         say(f"wrote {args.out}")
     return 0
+
+
+def _check_wyoming(args: argparse.Namespace, engines: set[str]) -> None:
+    """Options a bench of Wyoming servers cannot honour are a usage error."""
+    clash = options.wyoming_clash(args, engines)
+    if clash:
+        raise BenchError(f"cannot bench a Wyoming server with {'; '.join(clash)}", EXIT_USAGE)
 
 
 def _check_ws(args: argparse.Namespace, open_loop: bool) -> None:
@@ -234,6 +250,7 @@ def _stop_on_sigterm() -> Callable[[], None]:
 def bench_compare(args: argparse.Namespace) -> int:
     """``voxflow bench compare``: start arms in rotation, bench each, print verdicts."""
     arms, cases, plan = _arms(args), _inputs(args), options.plan_from(args)
+    _check_wyoming(args, {a.engine for a in arms})
     open_plan = options.open_loop_from(args)
     if open_plan is not None and args.quality:
         raise BenchError("--quality works with --concurrency only, not with --request-rate or "

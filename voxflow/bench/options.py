@@ -176,7 +176,8 @@ def named_folder(text: str) -> tuple[str, str]:
 def add_request_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("requests")
     g.add_argument("--model", default="piper", help="model field of each request (piper)")
-    g.add_argument("--voice", default="joe", help="voice field of each request (joe)")
+    g.add_argument("--voice", help="voice field of each request (joe; for a Wyoming server: "
+                   "none, its default voice)")
     g.add_argument("--format", dest="fmt", default="pcm", choices=FORMATS,
                    help="response_format (pcm: exact sample timing; compressed formats are "
                    "decoded by re-decoding the bytes so far, which costs client CPU)")
@@ -215,6 +216,58 @@ def add_ws_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ws-words-per-s", type=positive_float, default=DEFAULT_WS_WORDS_PER_S,
                    metavar="R", help="with --ws: words sent per second "
                    f"({DEFAULT_WS_WORDS_PER_S:g}, an LLM's pace)")
+
+
+def host_port(text: str) -> str:
+    """``HOST:PORT`` (or ``PORT``, on 127.0.0.1) -> ``tcp://HOST:PORT``."""
+    host, sep, port = text.rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not 0 < number < 65536 or (sep and not host):
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return f"tcp://{host or '127.0.0.1'}:{number}"
+
+
+def add_wyoming_options(p: argparse.ArgumentParser, shorthand: bool) -> None:
+    """Wyoming servers (Home Assistant's protocol): `voxflow.bench.wyoming_client`.
+
+    `shorthand`: also ``--wyoming HOST:PORT`` (``bench run``: ``--engine wyoming --url
+    tcp://HOST:PORT``).
+    """
+    g = p.add_argument_group("Wyoming (Home Assistant's protocol)")
+    if shorthand:
+        g.add_argument("--wyoming", type=host_port, metavar="HOST:PORT",
+                       help="bench the Wyoming server at HOST:PORT (same as --engine wyoming "
+                       "--url tcp://HOST:PORT)")
+    g.add_argument("--wyoming-streaming", action="store_true",
+                   help="send the text as Home Assistant streams an LLM's answer "
+                   "(synthesize-start, one synthesize-chunk per word at --wyoming-words-per-s, "
+                   "the full synthesize, synthesize-stop); first audio counts from the end of "
+                   "the first sentence's text")
+    g.add_argument("--wyoming-words-per-s", type=positive_float, default=DEFAULT_WS_WORDS_PER_S,
+                   metavar="R", help="with --wyoming-streaming: words sent per second "
+                   f"({DEFAULT_WS_WORDS_PER_S:g})")
+
+
+def wyoming_clash(args: argparse.Namespace, engines: set[str]) -> list[str]:
+    """The options given that a bench of Wyoming servers cannot honour (empty: none).
+
+    `engines`: the engines benched (``--wyoming-streaming`` needs a wyoming one; request
+    options of the OpenAI API need none to be wyoming, or are ignored by it).
+    """
+    clash = []
+    if args.wyoming_streaming and "wyoming" not in engines:
+        clash.append("--wyoming-streaming (no Wyoming server is benched)")
+    if engines == {"wyoming"}:
+        clash += [name for name, on in (
+            (f"--format {args.fmt} (Wyoming audio is 16-bit PCM)", args.fmt != "pcm"),
+            ("--sse", args.sse), ("--no-stream", not args.stream),
+            ("--no-stream-field", not args.stream_field),
+            ("--extra (Wyoming events have no extra fields)", bool(args.extra)),
+            ("--seed (Wyoming has no seed)", args.seed is not None)) if on]
+    return clash
 
 
 def add_input_options(p: argparse.ArgumentParser) -> None:
@@ -291,13 +344,17 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
 # ---- typed values from parsed options -----------------------------------------------------------
 def target_from(args: argparse.Namespace, engine: str, url: str) -> Target:
     """The server under test at `url` and the request options parsed by `add_request_options`."""
+    wyoming = engine == "wyoming"
+    voice = args.voice if args.voice is not None else ("" if wyoming else "joe")
     return Target(
-        engine=engine, url=url.rstrip("/"), model=args.model, voice=args.voice, fmt=args.fmt,
+        engine=engine, url=url.rstrip("/"), model=args.model, voice=voice, fmt=args.fmt,
         stream=args.stream or args.sse, stream_field=args.stream_field, sse=args.sse,
         sample_rate=args.sample_rate,
         extras=dict(args.extra),
         headers=({"Authorization": f"Bearer {args.api_key}"}
                  if args.api_key and engine == "openai" else {}),
+        text_words_per_s=(args.wyoming_words_per_s
+                          if wyoming and getattr(args, "wyoming_streaming", False) else None),
     )
 
 

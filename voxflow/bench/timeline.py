@@ -112,6 +112,15 @@ class Timeline:
         return Stalls(count, waited)
 
 
+@dataclass
+class Result:
+    """One finished request: its timeline and, when kept, its decoded audio (float32, mono,
+    at `Timeline.sample_rate`)."""
+
+    timeline: Timeline
+    audio: np.ndarray | None = None
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (0..100) by numpy's default linear interpolation; NaN when empty."""
     return float(np.percentile(values, q)) if values else float("nan")

@@ -25,10 +25,9 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosedError, InvalidStatus, WebSocketException
 
-from voxflow.bench.adapters import Target
-from voxflow.bench.client import Result
 from voxflow.bench.decode import DecodeError, make_decoder
-from voxflow.bench.timeline import Timeline
+from voxflow.bench.target import Target
+from voxflow.bench.timeline import Result, Timeline
 
 STREAM_PATH = "/v1/audio/speech/stream"
 OWNED = frozenset({"type", "model", "voice", "response_format", "seed"})

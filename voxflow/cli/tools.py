@@ -28,9 +28,10 @@ def add_bench(commands) -> None:
         "concurrency level, after an idle gate.",
     )
     run.add_argument("--engine", choices=ENGINES, default="openai",
-                     help="server API: openai (voxflow and others) or piper-http (default: openai)")
+                     help="server API: openai (voxflow and others), piper-http, or wyoming (a url "
+                     "tcp://HOST:PORT) (default: openai)")
     run.add_argument("--url", default="http://127.0.0.1:8000",
-                     help="server base URL (http://127.0.0.1:8000)")
+                     help="server base URL (http://127.0.0.1:8000; tcp://HOST:PORT for wyoming)")
     run.add_argument("--server-repo", metavar="DIR",
                      help="git checkout the server runs from, for the report (default: .)")
     run.add_argument("--check", type=bench_options.positive_int, metavar="N",
@@ -71,6 +72,8 @@ def add_bench(commands) -> None:
         bench_options.add_gate_options(p)
         bench_options.add_output_options(p)
     bench_options.add_ws_options(run)
+    bench_options.add_wyoming_options(run, shorthand=True)
+    bench_options.add_wyoming_options(compare, shorthand=False)
     run.set_defaults(handler=cmd_bench)
     compare.set_defaults(handler=cmd_bench)
     add_soak(kinds).set_defaults(handler=cmd_bench)
