@@ -232,8 +232,10 @@ def test_item1_no_stream_field_streams_chunked_and_stream_false_is_whole(joe_ser
     assert streamed.headers["transfer-encoding"] == "chunked"
     assert "content-length" not in streamed.headers
     assert streamed.content[4:8] == b"\xff\xff\xff\xff"  # a streamed WAV: length unknown
+    assert streamed.headers["x-accel-buffering"] == "no"  # nginx passes each piece on at once
     whole = post(joe_server.url, response_format="wav", seed=21)
     assert "transfer-encoding" not in whole.headers
+    assert "x-accel-buffering" not in whole.headers
     assert int(whole.headers["content-length"]) == len(whole.content)
 
 

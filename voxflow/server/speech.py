@@ -296,4 +296,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     else:
         content = _audio_bytes(stream, first, fmt, rate, min_samples)
         media = content_type(fmt, rate)
+    # nginx buffers proxied responses by default, which would hold the audio back until the
+    # end: this asks it not to (docs/operations.md, "Behind a reverse proxy")
+    headers["X-Accel-Buffering"] = "no"
     return CancellingStreamingResponse(content, stream, media_type=media, headers=headers)
