@@ -69,9 +69,12 @@ class ServerSettings(_Strict):
         4096, ge=1, le=1_000_000,
         description="Longest `input` a speech request may have, in characters (OpenAI's limit).",
     )
-    shutdown_grace_s: float = Field(
-        10.0, ge=0,
-        description="On shutdown, seconds open responses get to finish before they are cut.",
+    drain_timeout_s: float = Field(
+        30.0, ge=0,
+        description="On SIGTERM or SIGINT, seconds the requests in flight (HTTP, SSE, "
+        "WebSocket, Wyoming) get to finish while new ones are refused (503 `shutting_down`) "
+        "and `/health` says `draining`; those still running then end (docs/operations.md, "
+        "\"Stopping\"). Under Ray Serve, each replica's graceful shutdown timeout.",
     )
     stream_by_default: bool = Field(
         True,
@@ -85,6 +88,12 @@ class ServerSettings(_Strict):
         "sends `backend`, other apps their own): `ignore` serves the request and names them in "
         "the `X-Voxflow-Ignored` header and the access line; `refuse` answers 400 "
         "`unknown_parameter`. A known field of the wrong type is a 400 either way.",
+    )
+    max_body_bytes: int = Field(
+        1_048_576, ge=1_024, le=1_000_000_000,
+        description="Largest JSON request body (`POST /v1/audio/speech` and the other JSON "
+        "routes), in bytes: a 413 `payload_too_large` from `Content-Length` before the body is "
+        "read, or as soon as a chunked body passes it. Voice uploads have their own limit.",
     )
     max_voice_upload_bytes: int = Field(
         20_000_000, ge=1_000, le=1_000_000_000,

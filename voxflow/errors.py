@@ -163,6 +163,20 @@ class EngineNotReadyError(VoxflowError):
     default_code = "model_not_ready"
 
 
+class ShuttingDownError(VoxflowError):
+    """The server is draining before it stops (503 ``shutting_down``, with ``Retry-After``):
+    a new request is refused, and one still running when the drain times out ends with it."""
+
+    status = 503
+    type = "server_error"
+    default_code = "shutting_down"
+
+    def __init__(self, message: str = "The server is shutting down; retry on another "
+                 "replica or after the restart.", retry_after: int = 1):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class SynthesisError(VoxflowError):
     """A model stage failed on this request's input (500, with the stage named)."""
 

@@ -284,7 +284,7 @@ def test_unknown_field_in_a_config_file_exits_2(capsys, tmp_path) -> None:
 
 
 def test_serve_reports_config_errors_without_starting(capsys, monkeypatch) -> None:
-    monkeypatch.setattr("uvicorn.run", _must_not_run)
+    monkeypatch.setattr("voxflow.server.shutdown.serve_app", _must_not_run)
     err = run_fail(capsys, ["serve", "--config", str(DEFAULT_CONFIG), "--port", "70000"])
     assert "server.port" in err
     err = run_fail(capsys, ["serve", "--config", str(tmp_missing := "/no/such/config.yaml")])
@@ -299,7 +299,7 @@ def test_serve_maps_flags_and_logs_the_settings_as_json(capsys, monkeypatch) -> 
     def fake_run(app, **kwargs):
         calls.update(kwargs, app=app)
 
-    monkeypatch.setattr("uvicorn.run", fake_run)
+    monkeypatch.setattr("voxflow.server.shutdown.serve_app", fake_run)
     monkeypatch.setattr("voxflow.server.app.create_app", lambda settings: ("app", settings))
     argv = ["serve", "--config", str(DEFAULT_CONFIG), "--host", "0.0.0.0", "--port", "9123",
             "--set", "server.port=1", "--set", "engine.max_inflight_requests=4"]
@@ -307,6 +307,7 @@ def test_serve_maps_flags_and_logs_the_settings_as_json(capsys, monkeypatch) -> 
     assert calls["host"] == "0.0.0.0"
     assert calls["port"] == 9123  # --port wins over --set server.port
     assert calls["log_level"] == "info"
+    assert calls["drain_timeout_s"] == 30.0  # server.drain_timeout_s: SIGTERM drains this long
     settings = calls["app"][1]
     assert settings.engine.max_inflight_requests == 4
     logged = next(line for line in err.splitlines() if "settings: {" in line)
@@ -320,7 +321,8 @@ def test_serve_maps_flags_and_logs_the_settings_as_json(capsys, monkeypatch) -> 
 
 def test_item4_serve_turns_uvicorn_access_log_off(capsys, monkeypatch) -> None:
     calls = {}
-    monkeypatch.setattr("uvicorn.run", lambda app, **kwargs: calls.update(kwargs))
+    monkeypatch.setattr("voxflow.server.shutdown.serve_app",
+                        lambda app, **kwargs: calls.update(kwargs))
     monkeypatch.setattr("voxflow.server.app.create_app", lambda settings: "app")
     run_ok(capsys, ["serve", "--config", str(DEFAULT_CONFIG), "--port", "9124"])
     # voxflow.access writes the one line per request; uvicorn's would be a second.

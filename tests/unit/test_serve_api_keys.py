@@ -23,7 +23,8 @@ def _stubbed_server(monkeypatch):
     """No environment keys, no real server; the root logger put back after each test."""
     monkeypatch.delenv(ENV_VAR, raising=False)
     started: list[object] = []
-    monkeypatch.setattr("uvicorn.run", lambda app, **kwargs: started.append(app))
+    monkeypatch.setattr("voxflow.server.shutdown.serve_app",
+                        lambda app, **kwargs: started.append(app))
     monkeypatch.setattr("voxflow.server.app.create_app", lambda settings: settings)
     root = logging.getLogger()
     level, handlers = root.level, list(root.handlers)

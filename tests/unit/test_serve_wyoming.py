@@ -25,7 +25,7 @@ WARNING = ("voxflow.cli.serve: wyoming: listening on 0.0.0.0: the Wyoming protoc
 def started(monkeypatch):
     """The settings `serve` would start the app with; the root logger put back after."""
     seen: list[object] = []
-    monkeypatch.setattr("uvicorn.run", lambda app, **kwargs: None)
+    monkeypatch.setattr("voxflow.server.shutdown.serve_app", lambda app, **kwargs: None)
     monkeypatch.setattr("voxflow.server.app.create_app", lambda settings: seen.append(settings))
     root = logging.getLogger()
     level, handlers = root.level, list(root.handlers)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
-import math
 
 from voxflow.cli.common import CliError, load_cli_settings
 from voxflow.config import Settings
@@ -56,12 +55,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if settings.wyoming.port:
             _check_port_free(settings.wyoming.host, settings.wyoming.port)
 
-    import uvicorn
-
+    from voxflow.server import shutdown
     from voxflow.server.app import create_app
 
-    uvicorn.run(
+    # SIGTERM/SIGINT: drain (server.drain_timeout_s), then exit 0; a second signal exits at once
+    shutdown.serve_app(
         create_app(settings),
+        drain_timeout_s=settings.server.drain_timeout_s,
         host=settings.server.host,
         port=settings.server.port,
         log_level=settings.server.log_level,
@@ -73,8 +73,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # loop and HTTP parser than a runtime-only install (`make serve`) runs
         loop="asyncio",
         http="h11",
-        # uvicorn takes whole seconds here: round a fraction up, never to no grace at all
-        timeout_graceful_shutdown=math.ceil(settings.server.shutdown_grace_s),
     )
     return 0
 

@@ -21,6 +21,7 @@ from voxflow.engine.admission import Admission
 from voxflow.engine.aliases import Aliases
 from voxflow.engine.ar_loop import AutoregressiveLoop
 from voxflow.engine.checks import SPEED_MAX, SPEED_MIN, check_input, check_seed, check_speed
+from voxflow.engine.drain import Drain
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.promotion import PROMOTER, can_restore, thread_nice
 from voxflow.engine.request import Deadlines, RequestState, SpeechRequest
@@ -40,6 +41,7 @@ from voxflow.errors import (
     EngineNotReadyError,
     InvalidRequestError,
     ModelNotFoundError,
+    ShuttingDownError,
     echo,
 )
 from voxflow.memory_budget import BUDGET
@@ -115,6 +117,7 @@ class Engine:
                                     cfg.running_dry_s, cfg.late_first_yields)
         self.admission = Admission(cfg.max_inflight_requests, cfg.max_queued_requests,
                                    cfg.retry_after_s, self.metrics.inflight, self.metrics.waiting)
+        self.drain = Drain(cfg.retry_after_s)  # work in flight, for a graceful stop
         self.started_at = time.monotonic()
         self.created_at = time.time()
         self.ready_after_s: float | None = None
@@ -253,12 +256,14 @@ class Engine:
 
     @property
     def ready(self) -> bool:
-        return all(m.status == "ready" for m in self.models.values())
+        """Every model loaded and warm, and not draining (`/health` answers 200)."""
+        return not self.drain.draining and all(m.status == "ready" for m in self.models.values())
 
     def health(self) -> dict[str, Any]:
         """Readiness and per-model status, for `/health`."""
         return {
-            "status": "ready" if self.ready else "not_ready",
+            "status": "draining" if self.drain.draining else (
+                "ready" if self.ready else "not_ready"),
             "models": {name: self._model_health(m) for name, m in self.models.items()},
             "inflight_requests": self.admission.inflight,
             "waiting_requests": self.admission.waiting,
@@ -453,6 +458,10 @@ class Engine:
                              listener_ends_at=listener_ends_at)
         state.document = document
         state.on_end(self._releaser(request.model, state.id))
+        if not internal:  # a drain that times out ends it as its protocol ends an error
+            retry = cfg.retry_after_s
+            state.on_end(self.drain.on_abort(
+                lambda: state.fail(ShuttingDownError(retry_after=retry))))
         first = self.models[request.model].queues[0]
 
         def start() -> None:

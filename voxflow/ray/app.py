@@ -70,7 +70,7 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
     `serve.deployment`): fixed ``num_replicas`` when ``min_replicas == max_replicas``, else
     an ``autoscaling_config`` on ongoing requests; Ray's queue answers 429 with
     ``Retry-After: engine.retry_after_s`` when full; open responses get
-    ``server.shutdown_grace_s`` when a replica stops.
+    ``server.drain_timeout_s`` when a replica stops.
 
     Raises:
         ConfigError: ``ray.target_ongoing_requests`` is more than a replica takes at once
@@ -92,7 +92,7 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
             status_code=429, retry_after_s=settings.engine.retry_after_s,
         ),
         "ray_actor_options": {"num_cpus": ray.replica_cpus},
-        "graceful_shutdown_timeout_s": settings.server.shutdown_grace_s,
+        "graceful_shutdown_timeout_s": settings.server.drain_timeout_s,
     }
     if ray.min_replicas == ray.max_replicas:
         options["num_replicas"] = ray.min_replicas

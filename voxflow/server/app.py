@@ -56,7 +56,9 @@ from voxflow.server.auth import (
     document_bearer_auth,
     open_paths,
 )
+from voxflow.server.body_limit import BodyLimitMiddleware
 from voxflow.server.cors import OpenAICORSMiddleware
+from voxflow.server.draining import DrainMiddleware
 from voxflow.server.errors import install_error_handlers
 from voxflow.server.listings import audio_models_list, models_list, voices_list
 from voxflow.server.openapi import error_responses, install_openapi
@@ -134,7 +136,8 @@ async def list_audio_models(request: Request) -> dict:
 
 
 async def health(request: Request) -> JSONResponse:
-    """`GET /health`: 200 once every model is ready, else 503; ``api_key_required`` tells a
+    """`GET /health`: 200 once every model is ready, else 503 (``status``: ``not_ready``, or
+    ``draining`` once the server is stopping); ``api_key_required`` tells a
     client (a web page) whether to ask for a key before calling the other routes."""
     engine: Engine = request.app.state.engine
     settings: Settings = request.app.state.settings
@@ -218,6 +221,10 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
             expose_headers=list(EXPOSED_HEADERS),
             max_age=600,
         )
+    # JSON bodies over server.max_body_bytes: 413 before they are read whole
+    app.add_middleware(BodyLimitMiddleware, limit=settings.server.max_body_bytes)
+    # refuses new requests while the server drains, tracks the others (inside request ids)
+    app.add_middleware(DrainMiddleware, drain=engine.drain)
     app.add_middleware(RequestIdMiddleware)  # outermost: every response carries X-Request-Id
     app.add_api_route(
         "/v1/audio/speech", create_speech, methods=["POST"], summary="Create speech",

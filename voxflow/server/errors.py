@@ -22,7 +22,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from voxflow.errors import InvalidRequestError, OverloadedError, VoxflowError, clip, echo
+from voxflow.errors import (
+    InvalidRequestError,
+    OverloadedError,
+    ShuttingDownError,
+    VoxflowError,
+    clip,
+    echo,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +45,10 @@ class ErrorJSONResponse(JSONResponse):
 def error_response(
     error: VoxflowError, headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
-    """The JSON response for a typed error (with `Retry-After` for 429)."""
+    """The JSON response for a typed error (with `Retry-After` for 429 and for a 503 while the
+    server drains)."""
     headers = dict(headers or {})
-    if isinstance(error, OverloadedError):
+    if isinstance(error, (OverloadedError, ShuttingDownError)):
         headers["Retry-After"] = str(error.retry_after)
     return ErrorJSONResponse(error.to_dict(), status_code=error.status, headers=headers)
 

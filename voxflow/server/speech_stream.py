@@ -34,7 +34,7 @@ from voxflow.audio.stream import StreamEncoder, open_stream_encoder
 from voxflow.config import Settings
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import SpeechRequest
-from voxflow.errors import InvalidRequestError, VoxflowError
+from voxflow.errors import InvalidRequestError, ShuttingDownError, VoxflowError
 from voxflow.server.request_id import AccessRecord, accepted_request_id, log_access, new_request_id
 from voxflow.server.schemas import StreamConfig
 from voxflow.server.speech import CLIENT_CLOSED, hold_saved_voice
@@ -116,7 +116,9 @@ class StreamSession:
         client gone. Never raises for anything the client does."""
         reader = asyncio.create_task(self._read())
         try:
-            await self._control()
+            self.engine.drain.check()  # a new session while the server drains: refused
+            with self.engine.drain.activity(abort=self.abort):
+                await self._control()
         except _Gone:
             self._closed = True
         except VoxflowError as exc:
@@ -133,6 +135,12 @@ class StreamSession:
             if self._encoder is not None:
                 self._encoder.close()
             self._log()
+
+    def abort(self) -> None:
+        """End the session now with ``shutting_down`` (an ``error`` event, close 1001): the
+        server's drain timed out (`voxflow.engine.drain`)."""
+        self._inbox.put_nowait(("failed", ShuttingDownError(
+            retry_after=self.engine.drain.retry_after_s)))
 
     async def _read(self) -> None:
         """Put each client frame in the inbox, then ("gone", None) when it disconnects."""

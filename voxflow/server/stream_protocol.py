@@ -26,7 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from voxflow.engine.request import TimedWord
-from voxflow.errors import InvalidRequestError, VoxflowError, echo
+from voxflow.errors import InvalidRequestError, ShuttingDownError, VoxflowError, echo
 from voxflow.server.errors import validation_error
 from voxflow.server.schemas import StreamConfig
 from voxflow.server.words import word_json
@@ -143,8 +143,15 @@ def parse_message(raw: str, max_chars: int) -> ClientMessage:
     return Control(kind)
 
 
+GOING_AWAY = 1001
+"""RFC 6455's close code for a server going down."""
+
+
 def close_code(error: VoxflowError) -> int:
-    """The WebSocket close code for `error`: 4000 + its HTTP status (4400, 4429, 4500...)."""
+    """The WebSocket close code for `error`: 4000 + its HTTP status (4400, 4429, 4500...), but
+    1001 (going away) for ``shutting_down``, a server that drains before it stops."""
+    if isinstance(error, ShuttingDownError):
+        return GOING_AWAY
     return 4000 + error.status
 
 

@@ -120,9 +120,11 @@ class VoxflowWyomingHandler(AsyncEventHandler):
             await self.write_event(Pong(text=Ping.from_event(event).text).event())
         elif Synthesize.is_type(event.type):
             if not self._taking_text:  # within a stream: Home Assistant's copy of the text
+                self.engine.drain.check()  # no new request while the server drains
                 text, voice = _text(event), _voice(event)
                 self._start(self._speak_whole(text, voice))
         elif SynthesizeStart.is_type(event.type):
+            self.engine.drain.check()
             self._start_stream(_voice(event))
         elif SynthesizeChunk.is_type(event.type):
             self._stream_or_refuse("synthesize-chunk").put({"type": "text", "text": _text(event)})

@@ -1,0 +1,78 @@
+"""`server.max_body_bytes` for the JSON routes: a body over it is refused with 413
+``payload_too_large`` before it is parsed: at once from ``Content-Length``, or, for a chunked
+body, as soon as the bytes read pass the limit (the rest is never read, and the connection is
+closed). Voice uploads (``POST /v1/audio/voices``, multipart) keep their own limit
+(``server.max_voice_upload_bytes``, `voxflow.server.voices`)."""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from voxflow.errors import PayloadTooLargeError
+from voxflow.server.errors import error_response
+
+UPLOAD_PATHS = frozenset({"/v1/audio/voices"})
+"""Routes whose POST bodies are uploads with their own limit."""
+
+
+def too_large(limit: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(
+        f"The request body is larger than the server's limit of {limit} bytes "
+        "(server.max_body_bytes).", param=None)
+
+
+class BodyLimitMiddleware:
+    """ASGI middleware: read a limited HTTP request body first, then hand it to the app.
+
+    The app gets the whole body as one ``http.request`` message; later ``receive()`` calls go
+    to the connection (a streamed response still sees the client's disconnect).
+
+    Args:
+        app: the ASGI app.
+        limit: the largest body, in bytes.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS")
+                or scope["path"] in UPLOAD_PATHS):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left while sending
+                return
+            body = message.get("body", b"")
+            size += len(body)
+            if size > self.limit:
+                await self._refuse(scope, receive, send)
+                return
+            chunks.append(body)
+            more = message.get("more_body", False)
+        whole: Message | None = {"type": "http.request", "body": b"".join(chunks),
+                                 "more_body": False}
+
+        async def replay() -> Message:
+            nonlocal whole
+            if whole is not None:
+                message, whole = whole, None
+                return message
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = error_response(too_large(self.limit), {"Connection": "close"})
+        await response(scope, receive, send)
+
+
+__all__ = ["UPLOAD_PATHS", "BodyLimitMiddleware"]
