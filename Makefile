@@ -40,7 +40,12 @@ install-test: $(TEST_STAMP)
 serve: $(RUNTIME_STAMP)
 	$(BIN)/voxflow serve --config $(CONFIG) --host $(HOST) --port $(PORT)
 
-test: $(TEST_STAMP)
+# Debian's nginx, for the reverse-proxy tests (unpacked here when none is installed; no root).
+NGINX := .tools/nginx/usr/sbin/nginx
+$(NGINX):
+	tests/tools/get-nginx.sh .tools/nginx
+
+test: $(TEST_STAMP) $(NGINX)
 	$(BIN)/ruff check voxflow tests
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q

@@ -8,6 +8,7 @@ settings type, so a bad config stops start-up with a message naming the field, e
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -89,11 +90,20 @@ class ServerSettings(_Strict):
         "the `X-Voxflow-Ignored` header and the access line; `refuse` answers 400 "
         "`unknown_parameter`. A known field of the wrong type is a 400 either way.",
     )
+    trusted_proxies: list[str] = Field(
+        ["127.0.0.1", "::1"],
+        description="Addresses (or CIDR ranges) of reverse proxies whose `X-Forwarded-For` and "
+        "`X-Forwarded-Proto` are believed: the access log's `client` is then the address they "
+        "forward, else the peer's. `[]` believes none; `[\"*\"]` believes anyone (only when "
+        "nothing but the proxy can reach the server). docs/operations.md, \"Behind a reverse "
+        "proxy\".",
+    )
     max_body_bytes: int = Field(
         1_048_576, ge=1_024, le=1_000_000_000,
         description="Largest JSON request body (`POST /v1/audio/speech` and the other JSON "
         "routes), in bytes: a 413 `payload_too_large` from `Content-Length` before the body is "
-        "read, or as soon as a chunked body passes it. Voice uploads have their own limit.",
+        "read, or as soon as a chunked body passes it (the rest is read and dropped, never "
+        "kept). Voice uploads have their own limit.",
     )
     max_voice_upload_bytes: int = Field(
         20_000_000, ge=1_000, le=1_000_000_000,
@@ -187,6 +197,17 @@ class ServerSettings(_Strict):
                     "trailing slash (what browsers send in Origin), or * for any origin"
                 )
         return origins
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, proxies: list[str]) -> list[str]:
+        for proxy in proxies:
+            try:
+                if proxy != "*":
+                    ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(f"{proxy!r} is not an IP address or CIDR range (or *)") from None
+        return proxies
 
 
 class EngineSettings(_Strict):

@@ -60,7 +60,8 @@ def test_the_middleware_stops_reading_a_chunked_body_at_the_limit():
 
     async def receive():
         pulled.append(1)
-        return {"type": "http.request", "body": b"x" * 1000, "more_body": True}  # endless
+        more = len(pulled) < 10  # ten pieces of 1,000 bytes
+        return {"type": "http.request", "body": b"x" * 1000, "more_body": more}
 
     async def send(message):
         sent.append(message)
@@ -69,9 +70,21 @@ def test_the_middleware_stops_reading_a_chunked_body_at_the_limit():
         raise AssertionError("the app ran")
 
     scope = {"type": "http", "method": "POST", "path": "/v1/audio/speech", "headers": []}
-    asyncio.run(BodyLimitMiddleware(app, LIMIT)(scope, receive, send))
-    assert len(pulled) == 3  # 3,000 bytes > 2,048: not one piece more
+    async def refused_after():
+        await BodyLimitMiddleware(app, LIMIT)(scope, receive, send)
+        return len(pulled)
+
+    sent_at = []
+    send_original = send
+
+    async def send(message):  # noqa: F811 (records how many pieces were read at the 413)
+        sent_at.append(len(pulled))
+        await send_original(message)
+
+    asyncio.run(refused_after())
+    assert sent_at[0] == 3  # the 413 left once 3,000 bytes > 2,048 were read, not later
     assert sent[0]["status"] == 413
+    assert len(pulled) == 10  # then the rest was read and dropped
 
 
 def test_while_draining_requests_get_503_and_health_says_draining(client):

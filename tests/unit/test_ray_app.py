@@ -25,7 +25,7 @@ def test_equal_bounds_give_a_fixed_number_of_replicas():
     assert "autoscaling_config" not in options
     assert (options["max_ongoing_requests"], options["max_queued_requests"]) == (32, 128)
     assert options["ray_actor_options"] == {"num_cpus": 1.0}
-    assert options["graceful_shutdown_timeout_s"] == 10.0
+    assert options["graceful_shutdown_timeout_s"] == 30.0  # server.drain_timeout_s
     backpressure = options["backpressure_config"]
     assert (backpressure.status_code, backpressure.retry_after_s) == (429, 1)
 

@@ -73,6 +73,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # loop and HTTP parser than a runtime-only install (`make serve`) runs
         loop="asyncio",
         http="h11",
+        # X-Forwarded-For from these addresses only (the access log's client)
+        proxy_headers=bool(settings.server.trusted_proxies),
+        forwarded_allow_ips=list(settings.server.trusted_proxies) or None,
     )
     return 0
 

@@ -1,10 +1,13 @@
 """`server.max_body_bytes` for the JSON routes: a body over it is refused with 413
 ``payload_too_large`` before it is parsed: at once from ``Content-Length``, or, for a chunked
-body, as soon as the bytes read pass the limit (the rest is never read, and the connection is
-closed). Voice uploads (``POST /v1/audio/voices``, multipart) keep their own limit
+body, as soon as the bytes read pass the limit. Nothing more is kept: the rest of the body is
+read and dropped (so a proxy writing it sees the 413, not a reset), and the connection closed.
+Voice uploads (``POST /v1/audio/voices``, multipart) keep their own limit
 (``server.max_voice_upload_bytes``, `voxflow.server.voices`)."""
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -73,6 +76,30 @@ class BodyLimitMiddleware:
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = error_response(too_large(self.limit), {"Connection": "close"})
         await response(scope, receive, send)
+        await _discard_rest(receive)
+
+
+DISCARD_MAX_BYTES = 64 * 2**20
+DISCARD_TIMEOUT_S = 5.0
+
+
+async def _discard_rest(receive: Receive) -> None:
+    """After the 413, read and drop what the client still sends (at most `DISCARD_MAX_BYTES`
+    within `DISCARD_TIMEOUT_S`), keeping nothing. Closing with unread bytes makes the kernel
+    reset the connection, and a proxy still writing the body (nginx sends it whole before it
+    reads the answer) would then see a broken pipe and answer 502 instead of the 413."""
+    dropped = 0
+    try:
+        async with asyncio.timeout(DISCARD_TIMEOUT_S):
+            while dropped <= DISCARD_MAX_BYTES:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return
+                dropped += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    return
+    except TimeoutError:
+        return
 
 
 __all__ = ["UPLOAD_PATHS", "BodyLimitMiddleware"]

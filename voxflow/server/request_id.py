@@ -108,6 +108,8 @@ class AccessRecord:
         complete: True once the final body message was sent.
         ignored: the body's fields the server did not act on, comma-separated (unknown
             fields; instructions a model cannot follow), or None.
+        client: the client's address: the peer's, or the one a trusted proxy forwarded
+            (``X-Forwarded-For`` from an address in ``server.trusted_proxies``).
     """
 
     request_id: str
@@ -122,6 +124,7 @@ class AccessRecord:
     first_byte_at: float | None = None
     complete: bool = False
     ignored: str | None = None
+    client: str | None = None
 
     def fields(self, now: float) -> dict[str, Any]:
         """The access line's fields, in order (None for unknown); text fields made safe by
@@ -141,9 +144,10 @@ class AccessRecord:
             "format": self.fmt,
             "complete": self.complete,
             "ignored": self.ignored,
+            "client": self.client,
         } | {key: log_value(value) for key, value in (
             ("model", self.model), ("voice", self.voice), ("format", self.fmt),
-            ("ignored", self.ignored))
+            ("ignored", self.ignored), ("client", self.client))
             if isinstance(value, str)}  # request_id is safe by construction (accepted_request_id)
 
 
@@ -162,6 +166,21 @@ def log_access(record: AccessRecord) -> None:
     access_log.info(line, extra=values)
 
 
+def _record_for(scope: Scope) -> AccessRecord:
+    """A new access record for an HTTP request: its id (the client's ``X-Request-Id`` when
+    usable, else a new one) and the client's address (uvicorn puts a trusted proxy's
+    ``X-Forwarded-For`` in ``scope["client"]``)."""
+    given = None
+    for key, value in scope.get("headers", ()):
+        if key == b"x-request-id":
+            given = accepted_request_id(value.decode("latin-1"))
+            break
+    record = AccessRecord(given or new_request_id())
+    if scope.get("client"):
+        record.client = str(scope["client"][0])
+    return record
+
+
 class RequestIdMiddleware:
     """ASGI middleware: request ids on every response, access lines for speech (module doc).
 
@@ -175,12 +194,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = None
-        for key, value in scope.get("headers", ()):
-            if key == b"x-request-id":
-                given = accepted_request_id(value.decode("latin-1"))
-                break
-        record = AccessRecord(given or new_request_id())
+        record = _record_for(scope)
         state = scope.setdefault("state", {})
         state["request_id"] = record.request_id
         state["access"] = record
