@@ -7,6 +7,9 @@ Every error a client can cause is a `VoxflowError` subclass carrying the OpenAI 
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
+
 ECHO_LIMIT = 64
 """Characters of a client's value an error message quotes back (`echo`)."""
 
@@ -175,6 +178,31 @@ class ShuttingDownError(VoxflowError):
                  "replica or after the restart.", retry_after: int = 1):
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class StorageError(VoxflowError):
+    """A file the server had to write could not be: 507 ``insufficient_storage`` when the disk
+    (or quota) is full, else 500 ``storage_failed`` (read-only folder, no permission...); the
+    message names the cause and the folder."""
+
+    type = "server_error"
+
+    def __init__(self, message: str, *, full: bool):
+        super().__init__(message, code="insufficient_storage" if full else "storage_failed")
+        self.status = 507 if full else 500
+
+
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def storage_error(exc: OSError, action: str, folder: Path) -> StorageError:
+    """The `StorageError` for `exc`, raised while doing `action` (e.g. "save voice 'anna'")
+    in `folder`: 507 when the disk or quota is full, else 500; the message names the cause
+    (the OS's words) and the folder."""
+    full = exc.errno in _FULL
+    cause = exc.strerror or type(exc).__name__
+    return StorageError(f"Cannot {action} in {folder}: {cause}"
+                        + (" (the disk is full)." if full else "."), full=full)
 
 
 class SynthesisError(VoxflowError):

@@ -103,3 +103,29 @@ def test_an_invalid_saved_file_stops_start_up_naming_it(tmp_path: Path):
     (tmp_path / "broken.safetensors").write_bytes(b"not a voice")
     with pytest.raises(VoiceError, match=r"broken\.safetensors.*remove the file"):
         family(tmp_path)
+
+
+@pytest.mark.parametrize(("where", "error", "status", "code", "cause"), [
+    ("fsync", OSError(28, "No space left on device"), 507, "insufficient_storage",
+     "No space left on device (the disk is full)."),
+    ("mkstemp", OSError(30, "Read-only file system"), 500, "storage_failed",
+     "Read-only file system."),
+])
+def test_a_voice_that_cannot_be_written_names_the_cause_and_leaves_nothing(
+        fam: CosyVoice3Family, monkeypatch, where, error, status, code, cause):
+    from voxflow.errors import StorageError
+    from voxflow.models.cosyvoice3 import saved_voices
+
+    def fail(*args, **kwargs):
+        raise error
+
+    fam.saved_dir.mkdir(parents=True, exist_ok=True)
+    target = saved_voices.os if where == "fsync" else saved_voices.tempfile
+    monkeypatch.setattr(target, where, fail)
+    with pytest.raises(StorageError) as caught:
+        fam.create_voice(VoiceUpload("carol", features=features()))
+    exc = caught.value
+    assert (exc.status, exc.code) == (status, code)
+    assert exc.message == f"Cannot save voice 'carol' in {fam.saved_dir}: {cause}"
+    assert list(fam.saved_dir.iterdir()) == []  # no file, not even a temporary one
+    assert "random-carol" not in fam.voices and fam.saved_voice_ids() == []

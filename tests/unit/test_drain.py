@@ -1,5 +1,6 @@
 """`voxflow.engine.drain.Drain`: what a stopping server waits for, what it refuses, and how
-it ends what is left (the signals and protocols end to end: tests/integration/test_graceful_stop.py)."""
+it ends what is left (the signals and protocols end to end:
+tests/integration/test_graceful_stop.py)."""
 
 from __future__ import annotations
 

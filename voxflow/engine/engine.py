@@ -47,6 +47,7 @@ from voxflow.errors import (
 from voxflow.memory_budget import BUDGET
 from voxflow.memory_gate import GATE
 from voxflow.models.base import ModelFamily
+from voxflow.models.files import ModelFileError
 from voxflow.models.registry import family_class
 from voxflow.stages.autoregressive import AutoregressiveStage
 from voxflow.stages.items import WHOLE_REQUEST, StageItem
@@ -145,7 +146,10 @@ class Engine:
                 log.info("model %s ready: %s", spec.name, served.family.describe())
             except Exception as exc:
                 served.status, served.error = "failed", f"{type(exc).__name__}: {exc}"
-                log.exception("model %s failed to start", spec.name)
+                if isinstance(exc, ModelFileError):  # the file and what is wrong: one line
+                    log.error("model %s failed to start: %s", spec.name, exc)
+                else:
+                    log.exception("model %s failed to start", spec.name)
                 raise
         try:
             self.aliases.check(self)  # voice aliases need the loaded voices

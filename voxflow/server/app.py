@@ -49,6 +49,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from voxflow import __version__
 from voxflow.config import ConfigError, Settings
 from voxflow.engine.engine import Engine
+from voxflow.models.files import ModelFileError
 from voxflow.server.auth import (
     DOCS_ASSETS,
     ApiKeyMiddleware,
@@ -66,6 +67,7 @@ from voxflow.server.playground import install_playground
 from voxflow.server.request_id import RequestIdMiddleware
 from voxflow.server.speech import create_speech
 from voxflow.server.speech_stream import STREAM_PATH, speech_stream
+from voxflow.server.startup import StartupErrorMiddleware
 from voxflow.server.timestamps import create_speech_timestamps
 from voxflow.server.voices import create_voice, delete_voice
 from voxflow.wyoming.server import WyomingServer
@@ -184,7 +186,11 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        await engine.start()
+        try:
+            await engine.start()
+        except ModelFileError as exc:  # logged as one line (voxflow.server.startup)
+            app.state.startup_error = exc
+            raise
         log.info("ready after %.2f s", engine.ready_after_s or 0.0)
         # Home Assistant's Wyoming protocol, once the voices are loaded (voxflow.wyoming)
         wyoming = WyomingServer(engine, settings) if serve_wyoming else None
@@ -226,6 +232,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
     # refuses new requests while the server drains, tracks the others (inside request ids)
     app.add_middleware(DrainMiddleware, drain=engine.drain)
     app.add_middleware(RequestIdMiddleware)  # outermost: every response carries X-Request-Id
+    app.add_middleware(StartupErrorMiddleware, state=app.state)  # lifespan only
     app.add_api_route(
         "/v1/audio/speech", create_speech, methods=["POST"], summary="Create speech",
         response_class=Response,
@@ -243,7 +250,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
     app.add_api_websocket_route(STREAM_PATH, speech_stream, name="speech_stream")
     app.add_api_route(
         "/v1/audio/voices", create_voice, methods=["POST"], summary="Create a saved voice",
-        responses=error_responses(400, 404, 409, 413, 500, 503),
+        responses=error_responses(400, 404, 409, 413, 500, 503, 507),
         openapi_extra={"requestBody": VOICE_FORM},
     )
     app.add_api_route(

@@ -41,11 +41,15 @@ ERROR_STATUSES: dict[int, str] = {
     405: "Wrong method for the route (`Allow` says which).",
     409: "A voice of that name exists, or was deleted and is still in use "
          "(`voice_exists`, `voice_in_use`).",
-    413: "An upload over `server.max_voice_upload_bytes` (`payload_too_large`).",
+    413: "A JSON body over `server.max_body_bytes`, or an upload over "
+         "`server.max_voice_upload_bytes` (`payload_too_large`).",
     429: "Admission limits reached (`overloaded`); `Retry-After` says when to retry.",
-    500: "A model stage failed (`synthesis_failed`) or an engine bug (`server_error`).",
-    503: "A model is not ready (`model_not_ready`).",
+    500: "A model stage failed (`synthesis_failed`), a file could not be written "
+         "(`storage_failed`, the cause and folder named) or an engine bug (`server_error`).",
+    503: "A model is not ready (`model_not_ready`), or the server is stopping "
+         "(`shutting_down`, with `Retry-After`).",
     504: "Past `engine.request_timeout_s` (`timeout`).",
+    507: "No space left to save the voice (`insufficient_storage`; the folder named).",
 }
 
 

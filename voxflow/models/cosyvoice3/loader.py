@@ -27,6 +27,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from voxflow.models.files import reading
+
 # spec §1 item 1 (tensors in the state dict, distinct parameters)
 FULL_SIZE_COUNTS: dict[str, tuple[int, int]] = {
     "flow.pt": (330, 332_257_088),
@@ -188,12 +190,13 @@ def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load, load_file
 
     path = Path(path)
-    if path.suffix == ".gz":
-        with gzip.open(path, "rb") as f:
-            return load(f.read())
     if not path.is_file():
         raise FileNotFoundError(f"no state dict at {path}")
-    return load_file(str(path))
+    with reading(path, "CosyVoice3 checkpoint"):
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as f:
+                return load(f.read())
+        return load_file(str(path))
 
 
 def read_tiny_state_dicts(fixtures_dir: str | Path) -> dict[str, dict[str, torch.Tensor]]:
@@ -244,7 +247,8 @@ def read_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint file {path}")
-    loaded = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    with reading(path, "CosyVoice3 checkpoint"):
+        loaded = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
     if not isinstance(loaded, Mapping):
         raise StateDictError(str(path), [f"holds a {type(loaded).__name__}, not a state dict"])
     bad = [
@@ -330,7 +334,8 @@ def read_manifest(path: str | Path) -> dict[str, ManifestEntry]:
     path = Path(path)
     if path.is_dir():
         path = path / MANIFEST_NAME
-    doc = json.loads(path.read_text(encoding="utf-8"))
+    with reading(path, "CosyVoice3 manifest"):
+        doc = json.loads(path.read_text(encoding="utf-8"))
     out: dict[str, ManifestEntry] = {}
     for name in CHECKPOINT_FILES:
         entry = doc[name]

@@ -32,6 +32,7 @@ from voxflow.errors import (
     VoiceForbiddenError,
     VoiceNotFoundError,
     echo,
+    storage_error,
 )
 from voxflow.models.base import Voice as ServedVoice
 from voxflow.models.cloning import VoiceUpload
@@ -162,7 +163,11 @@ class SavedVoices:
                     f"Voice '{voice_id}' is the default voice of model '{self.name}' "
                     "(default_voice) and cannot be deleted.", param="name",
                     code="voice_not_deletable")
-            delete_voice_file(self.saved_dir, self.voice_models[voice_id].name)
+            try:
+                delete_voice_file(self.saved_dir, self.voice_models[voice_id].name)
+            except OSError as exc:
+                raise storage_error(exc, f"delete voice {echo(voice_id)}",
+                                    self.saved_dir) from exc
             self._saved.discard(voice_id)
             served = {k: v for k, v in self.voices.items() if k != voice_id}
             self.set_voices(served, self.default_voice)
@@ -198,8 +203,11 @@ class SavedVoices:
                                       if param == "audio" else "invalid_voice") from exc
         with self._voice_lock:
             self._check_free(vid)
-            write_voice_atomic(voice, self.saved_dir, model=self.name,
-                               speech_token_size=self.models.lm.speech_token_size)
+            try:
+                write_voice_atomic(voice, self.saved_dir, model=self.name,
+                                   speech_token_size=self.models.lm.speech_token_size)
+            except OSError as exc:  # nothing was left behind (write_voice_atomic)
+                raise storage_error(exc, f"save voice {echo(upload.name)}", self.saved_dir) from exc
             self.voice_models[vid] = voice
             self._prompts[vid] = voice.flow_prompt(self.models.device)
             self._saved.add(vid)

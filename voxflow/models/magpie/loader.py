@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from voxflow.models.cosyvoice3.loader import StateDictError, check_state_dict
+from voxflow.models.files import reading
 from voxflow.models.magpie.config import InferenceConfig, MagpieConfig, TransformerConfig
 from voxflow.models.magpie.model import MagpieModel
 
@@ -122,7 +123,8 @@ def read_manifest(path: str | Path) -> list[ManifestEntry]:
     path = Path(path)
     if path.is_dir():
         path = path / "full_manifest.json"
-    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    with reading(path, "MagpieTTS manifest"):
+        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return [
         ManifestEntry(
             revision=entry["revision"],

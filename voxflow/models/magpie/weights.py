@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from voxflow.models.files import reading
 from voxflow.models.magpie.config import InferenceConfig, MagpieConfig, TransformerConfig
 from voxflow.models.magpie.loader import build_model, load_model
 from voxflow.models.magpie.model import MagpieModel
@@ -117,8 +118,9 @@ def load_codec(settings: MagpieSettings) -> NanoCodecDecoder:
     path = (settings.codec_fixtures_dir or CODEC_FIXTURES) / TINY_CODEC_FILE
     if not path.is_file():
         raise FileNotFoundError(f"codec_weights tiny_fixture: {path} does not exist")
-    return load_decoder(load_file(str(path)), DecoderConfig.tiny(), device=device,
-                        prepack=prepack)
+    with reading(path, "NanoCodec tiny fixture weights"):
+        state = load_file(str(path))
+    return load_decoder(state, DecoderConfig.tiny(), device=device, prepack=prepack)
 
 
 class StandInTokenizer:

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from voxflow.models.cosyvoice3.loader import StateDictError, check_state_dict
+from voxflow.models.files import reading
 from voxflow.models.nanocodec.config import DecoderConfig, cache_inventory
 from voxflow.models.nanocodec.decoder import NanoCodecDecoder
 from voxflow.models.nanocodec.fsq import BASES, LEVELS, NUM_GROUPS
@@ -143,7 +144,8 @@ def read_manifest(path: str | Path) -> Manifest:
     path = Path(path)
     if path.is_dir():
         path = path / "full_decoder_manifest.json"
-    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    with reading(path, "NanoCodec manifest"):
+        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     bad = [k["key"] for k in doc["decoder_keys"] if k["dtype"] != "float32"]
     if bad:
         raise ValueError(f"manifest decoder keys not float32: {bad}")

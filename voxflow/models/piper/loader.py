@@ -39,6 +39,7 @@ from onnx import TensorProto, helper, shape_inference
 from piper.config import PiperConfig
 
 from voxflow.malloc import trim_heap, tune_malloc
+from voxflow.models.files import reading
 from voxflow.models.onnx_memory import ArenaSession, SharedWeights, open_session
 from voxflow.models.piper.nchwc import nchwc_decoder
 from voxflow.models.piper.split import split_graph
@@ -218,7 +219,8 @@ def prepare_graph(onnx_path: Path, nchwc: bool = True) -> PreparedGraph:
         held = _prepared.get(key)
         prepared = held() if held is not None else None
         if prepared is None:
-            model, channels, durations = rewrite_graph(onnx.load(str(onnx_path)))
+            with reading(onnx_path, "Piper voice model"):
+                model, channels, durations = rewrite_graph(onnx.load(str(onnx_path)))
             split = split_graph(model, durations)
             del model
             blocked = nchwc_decoder(split.decoder, split.decoder_inputs) if nchwc else None

@@ -29,6 +29,7 @@ import onnx
 from onnx import TensorProto, helper
 from piper.config import PiperConfig
 
+from voxflow.models.files import reading
 from voxflow.models.onnx_memory import ArenaSession, SharedWeights, open_session
 from voxflow.models.piper.synth import phoneme_feed
 
@@ -39,7 +40,8 @@ def whole_piper_graph(onnx_path: Path) -> onnx.ModelProto:
     Raises:
         ValueError: the graph has no single `Ceil` node (not a Piper VITS export).
     """
-    model = onnx.load(str(onnx_path))
+    with reading(onnx_path, "Piper voice model"):
+        model = onnx.load(str(onnx_path))
     ceils = [n for n in model.graph.node if n.op_type == "Ceil"]
     if len(ceils) != 1:
         raise ValueError(f"{onnx_path}: expected one Ceil node (durations), found {len(ceils)}")
