@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
+from typing import Any
 
 from wyoming.server import AsyncTcpServer
 
@@ -35,6 +36,7 @@ class WyomingServer:
         self.settings = settings
         self._tcp = AsyncTcpServer(settings.wyoming.host, settings.wyoming.port)
         self.port: int | None = None
+        self._zeroconf: Any = None  # the AsyncZeroconf announcing this server, if any
 
     async def start(self) -> None:
         """Listen (the port is known after this, also for ``port: 0``) and announce.
@@ -53,7 +55,12 @@ class WyomingServer:
             await self._announce()
 
     async def stop(self) -> None:
-        """Stop listening and end every connection (their engine work is cancelled)."""
+        """Withdraw the announcement, stop listening and end every connection (their engine
+        work is cancelled)."""
+        if self._zeroconf is not None:
+            aiozc, self._zeroconf = self._zeroconf, None
+            await aiozc.async_unregister_all_services()
+            await aiozc.async_close()
         await self._tcp.stop()
 
     async def _announce(self) -> None:
@@ -61,10 +68,12 @@ class WyomingServer:
             from wyoming.zeroconf import HomeAssistantZeroconf
         except ImportError:
             raise RuntimeError("wyoming.zeroconf needs the zeroconf package: pip install "
-                               "zeroconf") from None
+                               "'voxflow[zeroconf]'") from None
         assert self.port is not None
         host = self.settings.wyoming.host
         zeroconf = HomeAssistantZeroconf(port=self.port, host=None if host in (
             "0.0.0.0", "::") else host)
         await zeroconf.register_server()
-        log.info("wyoming: announced as %s._wyoming._tcp.local.", zeroconf.name)
+        self._zeroconf = zeroconf._aiozc  # HomeAssistantZeroconf has no unregister of its own
+        log.info("wyoming: announced as %s._wyoming._tcp.local. (%s:%d)", zeroconf.name,
+                 zeroconf.host, self.port)

@@ -34,5 +34,6 @@ class WyomingSettings(BaseModel):
     )
     zeroconf: bool = Field(
         False, description="Announce the server on the local network as "
-        "`_wyoming._tcp.local.` (needs the `zeroconf` package), so Home Assistant finds it."
+        "`_wyoming._tcp.local.` (needs `pip install 'voxflow[zeroconf]'`), so Home Assistant "
+        "finds it; withdrawn when the server stops."
     )
