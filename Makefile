@@ -90,21 +90,29 @@ gpu-rehearsal: gpu-wheels
 # `voxflow serve --config configs/multi.yaml`. Each client venv .venv-conformance/NAME is built
 # from tests/conformance/requirements-NAME.txt, afresh whenever that file changes (its stamp is
 # named after the file's hash); the server runs from .venv (the runtime install is enough).
-CONFORMANCE_VENVS := latest openai2
+# Home Assistant's own Wyoming integration (venv `homeassistant`) needs Python 3.13, as Home
+# Assistant does: `python3.13` on the PATH, else pyenv's; without one that check is left out
+# and `make conformance` says so.
+PYTHON313 ?= $(shell for p in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.13; do \
+	$$p -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null \
+	&& { command -v $$p; break; }; done)
+CONFORMANCE_VENVS := latest openai2 $(if $(PYTHON313),homeassistant)
+conformance_python = $(if $(filter homeassistant,$(1)),$(PYTHON313),$(PYTHON))
 conformance_stamp = .venv-conformance/$(1)/.installed-$(shell sha1sum tests/conformance/requirements-$(1).txt | cut -c1-12)
 CONFORMANCE_STAMPS := $(foreach v,$(CONFORMANCE_VENVS),$(call conformance_stamp,$(v)))
 
 define conformance_venv_rule
 $(call conformance_stamp,$(1)): tests/conformance/requirements-$(1).txt
 	rm -rf .venv-conformance/$(1)
-	$$(PYTHON) -m venv .venv-conformance/$(1)
+	$(call conformance_python,$(1)) -m venv .venv-conformance/$(1)
 	.venv-conformance/$(1)/bin/pip install -q --disable-pip-version-check -r tests/conformance/requirements-$(1).txt
 	touch $$@
 endef
 $(foreach v,$(CONFORMANCE_VENVS),$(eval $(call conformance_venv_rule,$(v))))
 
 conformance: $(RUNTIME_STAMP) $(CONFORMANCE_STAMPS)
-	$(BIN)/python tests/conformance/run.py
+	$(if $(PYTHON313),,@echo "conformance: no Python 3.13 here: Home Assistant's Wyoming check is left out")
+	$(BIN)/python tests/conformance/run.py $(foreach v,$(CONFORMANCE_VENVS),--venv $(v))
 
 clean:
 	rm -rf $(VENV) $(GPU_VENV) .venv-conformance build *.egg-info

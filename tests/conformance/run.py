@@ -5,7 +5,8 @@
 (`make conformance` creates the venvs first.) The server is `.venv/bin/voxflow serve --config
 configs/multi.yaml` on a free port (`voxflow_server.start`); each venv
 `.venv-conformance/NAME` runs the test modules listed for it in `VENVS` with `VOXFLOW_URL`
-set. Prints a pass/fail line per check and per venv, and `conformance: N passed, M failed`;
+(and `VOXFLOW_WYOMING_PORT`, its Wyoming listener) set.
+Prints a pass/fail line per check and per venv, and `conformance: N passed, M failed`;
 exits non-zero when any check failed, a venv is missing, or a venv ran no check.
 """
 
@@ -33,7 +34,10 @@ COMMON = ["test_versions.py", "test_pipecat.py", "test_livekit.py", "test_openai
 VENVS = {
     "latest": [*COMMON, "test_replays.py"],
     "openai2": COMMON,
+    "homeassistant": ["home_assistant/test_home_assistant.py"],
 }
+OWN_CONFIG = {"homeassistant": HERE / "home_assistant"}
+"""Venvs whose tests have their own folder and pytest.ini (and none of the suite's conftest)."""
 VENV_TIMEOUT_S = 900
 
 
@@ -52,18 +56,20 @@ def junit_results(path: Path) -> list[tuple[str, str]]:
     return results
 
 
-def run_venv(name: str, url: str, out_dir: Path, extra: list[str]) -> list[tuple[str, str]]:
+def run_venv(name: str, url: str, wyoming_port: int, out_dir: Path,
+             extra: list[str]) -> list[tuple[str, str]]:
     """pytest in .venv-conformance/NAME against `url`; its results (a failed pseudo-check when
     the venv is missing or pytest reported nothing)."""
     python = VENV_ROOT / name / "bin" / "python"
     if not python.exists():
         return [(f"{name}: venv {python.parent.parent} is missing (make conformance)", "failed")]
     junit = out_dir / f"{name}.xml"
-    command = [str(python), "-m", "pytest", "-c", str(HERE / "pytest.ini"),
-               "--rootdir", str(HERE), "-v", f"--junitxml={junit}",
+    root = OWN_CONFIG.get(name, HERE)
+    command = [str(python), "-m", "pytest", "-c", str(root / "pytest.ini"),
+               "--rootdir", str(root), "--confcutdir", str(root), "-v", f"--junitxml={junit}",
                *[str(HERE / module) for module in VENVS[name]], *extra]
     print(f"\n=== conformance venv {name}: {' '.join(command)}", flush=True)
-    env = {**os.environ, "VOXFLOW_URL": url}
+    env = {**os.environ, "VOXFLOW_URL": url, "VOXFLOW_WYOMING_PORT": str(wyoming_port)}
     started = time.monotonic()
     try:
         code = subprocess.run(command, cwd=REPO, env=env, timeout=VENV_TIMEOUT_S).returncode
@@ -94,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         results: dict[str, list[tuple[str, str]]] = {}
         try:
             for name in names:
-                results[name] = run_venv(name, server.url, out_dir, args.pytest_args)
+                results[name] = run_venv(name, server.url, server.wyoming_port, out_dir,
+                                         args.pytest_args)
         finally:
             alive = server.process.poll() is None
             tail = server.log_tail(60)

@@ -39,6 +39,7 @@ class Server:
 
     url: str
     process: subprocess.Popen
+    wyoming_port: int
     log_path: Path
     _tmp: list[tempfile.TemporaryDirectory] = field(default_factory=list)
 
@@ -69,7 +70,8 @@ def _healthy(url: str) -> bool:
 
 
 def start(log_dir: Path | None = None) -> Server:
-    """Start `voxflow serve --config configs/multi.yaml` on a free port and wait for /health.
+    """Start `voxflow serve --config configs/multi.yaml` on a free port (and its Wyoming
+    listener on another, for Home Assistant's check) and wait for /health.
 
     Raises RuntimeError (with the server's last log lines) if it exits or is not healthy
     within START_TIMEOUT_S.
@@ -85,13 +87,14 @@ def start(log_dir: Path | None = None) -> Server:
         temps.append(tempfile.TemporaryDirectory(prefix="voxflow-conformance-log-"))
         log_dir = Path(temps[-1].name)
     log_path = Path(log_dir) / "voxflow-server.log"
-    port = free_port()
+    port, wyoming_port = free_port(), free_port()
     command = [str(VOXFLOW), "serve", "--config", str(CONFIG), "--host", "127.0.0.1",
-               "--port", str(port), "--set", f"models.1.options.cache_dir={cache}"]
+               "--port", str(port), "--wyoming", str(wyoming_port),
+               "--set", f"models.1.options.cache_dir={cache}"]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL)
-    server = Server(f"http://127.0.0.1:{port}", process, log_path, temps)
+    server = Server(f"http://127.0.0.1:{port}", process, wyoming_port, log_path, temps)
     deadline = time.monotonic() + START_TIMEOUT_S
     while not _healthy(server.url):
         if process.poll() is not None or time.monotonic() > deadline:
