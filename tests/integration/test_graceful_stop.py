@@ -100,6 +100,8 @@ def test_work_left_when_the_drain_times_out_ends_as_each_protocol_ends_an_error(
                 async for message in ws:
                     if isinstance(message, str):
                         last = json.loads(message)
+                    else:
+                        ws_audio.set()
             except ConnectionClosed:
                 pass
             return last, ws.close_code
@@ -111,7 +113,11 @@ def test_work_left_when_the_drain_times_out_ends_as_each_protocol_ends_an_error(
             while (event := await client.read_event()) is not None:
                 types.append(event.type if event.type != "error" else
                              f"error:{event.data['code']}")
+                if event.type == "audio-chunk":
+                    wy_audio.set()
             return types
+
+    ws_audio, wy_audio = asyncio.Event(), asyncio.Event()
 
     async def scenario():
         async with httpx.AsyncClient() as client:
@@ -122,8 +128,9 @@ def test_work_left_when_the_drain_times_out_ends_as_each_protocol_ends_an_error(
                 client, server.url, speech(LONG, stream_format="sse"), sse_started))
             ws = asyncio.create_task(ws_session())
             wy = asyncio.create_task(wyoming())
-            await asyncio.wait_for(asyncio.gather(raw_started.wait(), sse_started.wait()), 60)
-            await asyncio.sleep(1.0)  # the session's first sentence and Wyoming's audio begin
+            # every kind of work is under way (on a busy machine this takes a while)
+            await asyncio.wait_for(asyncio.gather(raw_started.wait(), sse_started.wait(),
+                                                  ws_audio.wait(), wy_audio.wait()), 120)
             server.signal(signal.SIGINT)
             return await asyncio.gather(raw, sse, ws, wy)
 
@@ -140,7 +147,8 @@ def test_work_left_when_the_drain_times_out_ends_as_each_protocol_ends_an_error(
     # HTTP and SSE requests and the WebSocket session; the engine requests of the HTTP, SSE
     # and Wyoming requests (and the session's, if its sentence is still being spoken)
     assert re.search(r"drain timed out after 1 s: ending what is still in flight \(3 requests "
-                     r"or sessions, [34] engine requests\)", server.log.read_text())
+                     r"or sessions, [34] engine requests\)", server.log.read_text()), (
+        server.log.read_text()[-3000:])
 
 
 @pytest.mark.parametrize("server", [(["server.drain_timeout_s=60"], False)], indirect=True)
