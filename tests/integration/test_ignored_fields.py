@@ -29,7 +29,7 @@ def test_unknown_fields_and_instructions_are_ignored_and_named(joe_server, caplo
     assert extras.headers["x-voxflow-ignored"] == "backend, temperature, instructions"
     assert extras.content == plain.content and len(plain.content) > 10_000
     lines = [r.getMessage() for r in caplog.records if r.name == "voxflow.access"]
-    assert any(line.endswith(" ignored=backend,temperature,instructions") for line in lines)
+    assert any(" ignored=backend,temperature,instructions client=" in line for line in lines)
 
 
 def test_streamed_and_sse_responses_carry_the_header(joe_server) -> None:
