@@ -18,7 +18,7 @@ from wyoming.tts import SynthesizeStopped
 
 from voxflow.bench.adapters import make_adapter
 from voxflow.bench.arms import Arm, ArmServer
-from voxflow.bench.options import host_port as host_port_option
+from voxflow.bench.options import wyoming_url
 from voxflow.bench.target import Target
 from voxflow.bench.ws_client import words_of
 from voxflow.bench.wyoming_client import (
@@ -212,8 +212,8 @@ def test_a_wyoming_url_is_tcp_host_port(url):
 
 
 def test_options_and_arms():
-    assert host_port_option("10200") == "tcp://127.0.0.1:10200"
-    assert host_port_option("box:10300") == "tcp://box:10300"
+    assert wyoming_url("10200") == "tcp://127.0.0.1:10200"
+    assert wyoming_url("box:10300") == "tcp://box:10300"
     arm = ArmServer(Arm("wp", "wyoming", "x {port}"), 10200, None)  # type: ignore[arg-type]
     assert arm.url == "tcp://127.0.0.1:10200"
     assert ArmServer(Arm("v", "openai", "x {port}"), 1, None).url == (  # type: ignore[arg-type]
@@ -221,7 +221,8 @@ def test_options_and_arms():
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--wyoming", "host:"], "expected HOST:PORT"),
+    (["--wyoming", "host:"], "'host:' is not [HOST:]PORT"),
+    (["--wyoming", "0"], "a server to bench listens on a port above 0"),
     (["--wyoming", "10200", "--format", "mp3"], "--format mp3 (Wyoming audio is 16-bit PCM)"),
     (["--wyoming", "10200", "--seed", "1"], "--seed (Wyoming has no seed)"),
     (["--wyoming", "10200", "--engine", "piper-http"], "--wyoming is --engine wyoming"),

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from voxflow.cli import main
-from voxflow.cli.serve import wyoming_address
 from voxflow.config import ConfigError, load_settings
+from voxflow.wyoming.settings import wyoming_address
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "configs" / "piper.yaml"

@@ -18,6 +18,7 @@ from voxflow.bench.adapters import OPENAI_PCM_RATE, Target
 from voxflow.bench.idle import IdlePolicy
 from voxflow.bench.openloop import CapacitySearch, OpenLoopPlan, Slo
 from voxflow.bench.runner import MIN_PER_LEVEL, Case, SweepPlan
+from voxflow.wyoming.settings import wyoming_address
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 CASES = {"line": "case_line.txt", "paragraph": "case_paragraph.txt", "script": "case_script.txt"}
@@ -218,16 +219,13 @@ def add_ws_options(p: argparse.ArgumentParser) -> None:
                    f"({DEFAULT_WS_WORDS_PER_S:g}, an LLM's pace)")
 
 
-def host_port(text: str) -> str:
-    """``HOST:PORT`` (or ``PORT``, on 127.0.0.1) -> ``tcp://HOST:PORT``."""
-    host, sep, port = text.rpartition(":")
-    try:
-        number = int(port)
-    except ValueError:
-        number = -1
-    if not 0 < number < 65536 or (sep and not host):
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return f"tcp://{host or '127.0.0.1'}:{number}"
+def wyoming_url(text: str) -> str:
+    """``HOST:PORT`` (or ``PORT``, on 127.0.0.1) -> ``tcp://HOST:PORT``, read as ``voxflow serve
+    --wyoming`` reads it (`voxflow.wyoming.settings.wyoming_address`); port 0 is refused."""
+    host, port = wyoming_address(text)
+    if port == 0:
+        raise argparse.ArgumentTypeError("a server to bench listens on a port above 0")
+    return f"tcp://{host or '127.0.0.1'}:{port}"
 
 
 def add_wyoming_options(p: argparse.ArgumentParser, shorthand: bool) -> None:
@@ -238,7 +236,7 @@ def add_wyoming_options(p: argparse.ArgumentParser, shorthand: bool) -> None:
     """
     g = p.add_argument_group("Wyoming (Home Assistant's protocol)")
     if shorthand:
-        g.add_argument("--wyoming", type=host_port, metavar="HOST:PORT",
+        g.add_argument("--wyoming", type=wyoming_url, metavar="HOST:PORT",
                        help="bench the Wyoming server at HOST:PORT (same as --engine wyoming "
                        "--url tcp://HOST:PORT)")
     g.add_argument("--wyoming-streaming", action="store_true",

@@ -10,6 +10,7 @@ import logging
 from voxflow.cli.common import CliError, load_cli_settings
 from voxflow.config import Settings
 from voxflow.logging_setup import configure_logging
+from voxflow.wyoming.settings import wyoming_address
 
 log = logging.getLogger(__name__)
 
@@ -111,19 +112,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def wyoming_address(value: str) -> tuple[str | None, int]:
-    """``--wyoming``: ``PORT`` or ``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host or None,
-    port)."""
-    host, sep, port = value.rpartition(":")
-    try:
-        number = int(port)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not [HOST:]PORT") from None
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"port {number} is outside 0..65535")
-    return (host.strip("[]") or None) if sep else None, number
 
 
 def warn_if_wyoming_open(host: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_PORT = 10200
@@ -37,3 +39,16 @@ class WyomingSettings(BaseModel):
         "`_wyoming._tcp.local.` (needs `pip install 'voxflow[zeroconf]'`), so Home Assistant "
         "finds it; withdrawn when the server stops."
     )
+
+
+def wyoming_address(value: str) -> tuple[str | None, int]:
+    """``--wyoming``: ``PORT`` or ``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host or None,
+    port)."""
+    host, sep, port = value.rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not [HOST:]PORT") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"port {number} is outside 0..65535")
+    return (host.strip("[]") or None) if sep else None, number
