@@ -77,6 +77,19 @@ class ServerSettings(_Strict):
         "and `/health` says `draining`; those still running then end (docs/operations.md, "
         "\"Stopping\"). Under Ray Serve, each replica's graceful shutdown timeout.",
     )
+    max_buffered_audio_s: float = Field(
+        10.0, ge=0.1, le=3600.0,
+        description="Seconds of a request's audio that synthesis may run ahead of what its "
+        "client has read; beyond it the request's synthesis waits (the scheduler neither runs "
+        "nor counts it) until the client reads on. Bounds the memory a client that stops "
+        "reading can hold (docs/operations.md, \"Slow and stalled clients\").",
+    )
+    client_stall_timeout_s: float = Field(
+        60.0, ge=0.1, le=86400.0,
+        description="A client that reads none of its streamed audio for this many seconds "
+        "(every protocol) has its request cancelled and logged (`client_stalled`); its "
+        "response ends incomplete.",
+    )
     stream_by_default: bool = Field(
         True,
         description="A speech request without a `stream` field streams its audio (chunked, as "

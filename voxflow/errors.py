@@ -158,6 +158,21 @@ class RequestTimeoutError(VoxflowError):
         )
 
 
+class ClientStalledError(VoxflowError):
+    """The client read nothing of its streamed audio for `server.client_stall_timeout_s`
+    seconds: its request is cancelled (408 ``client_stalled``; the client, not reading, rarely
+    sees it: its response ends incomplete)."""
+
+    status = 408
+    type = "timeout_error"
+
+    def __init__(self, stall_s: float):
+        super().__init__(
+            f"The client read none of its audio for {stall_s:g} s; the request was cancelled.",
+            code="client_stalled",
+        )
+
+
 class EngineNotReadyError(VoxflowError):
     """The engine is starting or stopping (503)."""
 

@@ -123,6 +123,7 @@ class BudgetCollector:
     {model} (what each model's load added to the RSS), ``voxflow_arena_shrinks_total``,
     ``voxflow_memory_run_capacity_bytes`` (working sets allowed in flight),
     ``voxflow_memory_reserved_bytes`` (reserved by the runs in progress),
+    ``voxflow_buffered_audio_bytes`` (audio queued for clients, `WorkingSetGate.add_buffered`),
     ``voxflow_memory_waits_total`` and ``voxflow_memory_wait_seconds_total`` (runs that waited
     for memory, and how long)."""
 
@@ -151,6 +152,9 @@ class BudgetCollector:
                                     "predicted working sets allowed in flight.", value=capacity)
         yield GaugeMetricFamily("voxflow_memory_reserved_bytes", "Predicted working sets of the "
                                 "model runs in progress.", value=self.gate.reserved)
+        yield GaugeMetricFamily("voxflow_buffered_audio_bytes", "Audio made and not yet taken "
+                                "by its clients (it comes off the runs' capacity).",
+                                value=self.gate.buffered)
         yield CounterMetricFamily("voxflow_memory_waits", "Model runs that waited for memory "
                                   "before starting.", value=self.gate.waits)
         yield CounterMetricFamily("voxflow_memory_wait_seconds", "Seconds model runs waited "

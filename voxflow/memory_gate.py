@@ -11,7 +11,11 @@ served (a large run is not starved by small ones), and a run is always admitted 
 else is reserved, so a run larger than the capacity still runs, alone.
 
 The capacity is what the process's budget leaves for runs (`voxflow.memory_budget`): the
-budget minus the RSS with every model loaded. Unset (no engine), nothing waits.
+budget minus the RSS with every model loaded. Unset (no engine), nothing waits. Audio made
+and not yet taken by its client (`add_buffered`: the chunks queued in the requests' streams,
+at most `server.max_buffered_audio_s` each) comes off it, so runs started meanwhile leave it
+room: it lives in the headroom the runs' arena otherwise fills (benchmarks/stalled_readers.py:
+32 clients that read nothing, 30 s each, held 79 MiB of it).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class WorkingSetGate:
     def __init__(self, capacity: int | None = None):
         self._capacity = capacity
         self._reserved = 0
+        self._buffered = 0  # bytes of audio queued for clients (`add_buffered`)
         self._running = 0
         self._local = threading.local()  # each thread's reservations (`shrink`)
         self._queue: deque[object] = deque()  # waiters' tickets, first come first served
@@ -55,9 +60,23 @@ class WorkingSetGate:
         """Bytes reserved by the runs in progress now."""
         return self._reserved
 
+    @property
+    def buffered(self) -> int:
+        """Bytes of audio queued for clients now (`add_buffered`)."""
+        return self._buffered
+
+    def add_buffered(self, nbytes: int) -> None:
+        """Count `nbytes` more (negative: fewer) of audio queued for clients; they come off
+        the capacity (module docstring). Waiters are re-checked when it falls."""
+        with self._cond:
+            self._buffered = max(0, self._buffered + int(nbytes))
+            if nbytes < 0:
+                self._cond.notify_all()
+
     def _fits(self, nbytes: int) -> bool:
         cap = self._capacity
-        return cap is None or self._running == 0 or self._reserved + nbytes <= cap
+        return (cap is None or self._running == 0
+                or self._reserved + self._buffered + nbytes <= cap)
 
     @contextmanager
     def hold(self, nbytes: int) -> Iterator[None]:
@@ -143,7 +162,8 @@ class WorkingSetGate:
         with self._cond:
             more = nbytes - held[0]
             cap = self._capacity
-            if cap is not None and (self._queue or self._reserved + more > cap):
+            if cap is not None and (self._queue or
+                                    self._reserved + self._buffered + more > cap):
                 return False
             self._reserved += more
             held[0] = nbytes

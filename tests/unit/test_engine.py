@@ -347,6 +347,7 @@ def test_health_shape_before_and_after_start(make_settings):
         "models": {"fake": {"status": "loading"}},
         "inflight_requests": 0,
         "waiting_requests": 0,
+        "parked_requests": 0,
     }
     assert err.status == 503
     assert after == {
@@ -354,6 +355,7 @@ def test_health_shape_before_and_after_start(make_settings):
         "models": {"fake": {"status": "ready"}},
         "inflight_requests": 0,
         "waiting_requests": 0,
+        "parked_requests": 0,
     }
     assert waiting["waiting_requests"] == 1 and waiting["inflight_requests"] == 0
     assert done == after

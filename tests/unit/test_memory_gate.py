@@ -130,6 +130,26 @@ def test_raising_the_capacity_admits_a_waiter():
     assert "end b" in log  # b ran to its end (a may end before or after it)
 
 
+def test_audio_queued_for_clients_comes_off_the_capacity_and_a_waiter_starts_when_taken():
+    gate, log = WorkingSetGate(100 * MIB), []
+    gate.add_buffered(50 * MIB)  # chunks made and not yet taken by their clients
+    hold = threading.Event()
+    _start(gate, 40 * MIB, log, "a", hold)
+    _wait_for(lambda: "start a" in log)
+    b_go = threading.Event()
+    b = _start(gate, 20 * MIB, log, "b", b_go)
+    _wait_for(lambda: gate.waits == 1)  # 50 + 40 + 20 > 100
+    assert not gate.try_raise(70 * MIB)
+    gate.add_buffered(-30 * MIB)  # the clients took some
+    _wait_for(lambda: "start b" in log)
+    assert gate.buffered == 20 * MIB and gate.reserved == 60 * MIB
+    gate.add_buffered(-100 * MIB)
+    assert gate.buffered == 0
+    hold.set()
+    b_go.set()
+    b.join(6)
+
+
 def test_a_run_that_shrinks_its_reservation_admits_a_waiter_that_now_fits():
     gate, log = WorkingSetGate(100 * MIB), []
     shrunk, done = threading.Event(), threading.Event()

@@ -171,12 +171,13 @@ def test_budget_metrics_give_the_limit_the_models_the_shrinks_and_the_gate():
     collector = BudgetCollector(budget, gate)
     names = [m.name for m in collector.collect()]
     assert names == ["voxflow_model_memory_bytes", "voxflow_arena_shrinks",
-                     "voxflow_memory_reserved_bytes", "voxflow_memory_waits",
-                     "voxflow_memory_wait_seconds"]
+                     "voxflow_memory_reserved_bytes", "voxflow_buffered_audio_bytes",
+                     "voxflow_memory_waits", "voxflow_memory_wait_seconds"]
     _loaded(budget, rss, base=100, models={"piper": 200})
     gate.set_capacity(budget.run_capacity)
     rss.mib = 800
     budget.over()
+    gate.add_buffered(3 << 20)
     with gate.hold(5 << 20):
         values = {m.name: [(x.labels, x.value) for x in m.samples] for m in collector.collect()}
     assert values == {
@@ -185,6 +186,7 @@ def test_budget_metrics_give_the_limit_the_models_the_shrinks_and_the_gate():
         "voxflow_arena_shrinks": [({}, 1)],
         "voxflow_memory_run_capacity_bytes": [({}, (300 - 32) << 20)],
         "voxflow_memory_reserved_bytes": [({}, 5 << 20)],
+        "voxflow_buffered_audio_bytes": [({}, 3 << 20)],
         "voxflow_memory_waits": [({}, 0)],
         "voxflow_memory_wait_seconds": [({}, 0.0)],
     }

@@ -271,6 +271,7 @@ class Engine:
             "models": {name: self._model_health(m) for name, m in self.models.items()},
             "inflight_requests": self.admission.inflight,
             "waiting_requests": self.admission.waiting,
+            "parked_requests": self.admission.parked,
         }
 
     @staticmethod
@@ -452,14 +453,19 @@ class Engine:
         self.admission.reserve()
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
+        stream: SpeechStream | None = None  # set below, before any chunk can arrive
 
         def sink(chunk, error) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, (chunk, error))
+            assert stream is not None
+            loop.call_soon_threadsafe(stream.arrive, chunk, error)
 
         seed = request.seed if request.seed is not None else secrets.randbits(63)
         voice = family.voices[request.voice]
+        server = self.settings.server
         state = RequestState(request, seed, voice.sample_rate, sink, self._deadlines,
-                             listener_ends_at=listener_ends_at)
+                             listener_ends_at=listener_ends_at,
+                             max_ahead_samples=None if internal else
+                             round(server.max_buffered_audio_s * voice.sample_rate))
         state.document = document
         state.on_end(self._releaser(request.model, state.id))
         if not internal:  # a drain that times out ends it as its protocol ends an error
@@ -472,8 +478,11 @@ class Engine:
             item = StageItem(state.info, WHOLE_REQUEST, document, speed=request.speed)
             first.put(Job(state, item))
 
-        return SpeechStream(state, queue, timeout_s or cfg.request_timeout_s, self.admission,
-                            start, self._ended, internal)
+        stream = SpeechStream(state, queue, timeout_s or cfg.request_timeout_s, self.admission,
+                              start, self._ended, internal,
+                              stall_s=None if internal else server.client_stall_timeout_s,
+                              gate=None if internal else GATE)
+        return stream
 
     def _releaser(self, model: str, request_id: str):
         """A callback that frees `request_id`'s per-request state in every stage of `model`."""
@@ -495,7 +504,7 @@ class Engine:
 
     def _record(self, state: RequestState, status: str) -> None:
         model = state.request.model
-        if status in ("cancelled", "timeout"):
+        if status in ("cancelled", "timeout", "stalled"):
             reason = "client" if status == "cancelled" else status
             self.metrics.cancellations.labels(model, reason).inc()
         self.metrics.requests.labels(model, status).inc()

@@ -135,6 +135,9 @@ class RequestState:
         listener_ends_at: perf_counter seconds when the audio that earlier requests sent to
             this request's listener has played out (the segments of a WebSocket speech
             stream), or None for a request of its own.
+        max_ahead_samples: how many samples the audio emitted may run ahead of what the
+            listener has read (`mark_read`) before the request is `backlogged` and the
+            scheduler holds its items (`server.max_buffered_audio_s`); None: no limit.
     """
 
     _arrivals = itertools.count()
@@ -147,6 +150,7 @@ class RequestState:
         sink: Sink,
         deadlines: Deadlines | None = None,
         listener_ends_at: float | None = None,
+        max_ahead_samples: int | None = None,
     ):
         self.request = request
         # perf_counter when the audio earlier requests sent to the same listener has played
@@ -159,6 +163,14 @@ class RequestState:
         self.submitted_at = time.perf_counter()
         self.first_audio_at: float | None = None
         self.audio_samples = 0
+        # Samples the listener has taken (`mark_read`); the scheduler holds the request's
+        # items while `audio_samples` runs more than `max_ahead_samples` ahead of them.
+        self.read_samples = 0
+        self.max_ahead_samples = max_ahead_samples
+        # True while the request gave its admission slot back (`Admission.park`) and waits
+        # for one again: it is held like a backlog (`waits_for_listener`).
+        self.parked = False
+        self._backlog_watchers: list[Callable[[], None]] = []
         # Playback underruns (`_track_playback`): chunks emitted after the audio before them had
         # played out, as (segment, part, gap seconds), for the metrics, the log and `due`.
         self.underruns: list[tuple[int, int, float]] = []
@@ -235,6 +247,50 @@ class RequestState:
         with self._lock:
             if callback not in self._segment_watchers:
                 self._segment_watchers.append(callback)
+
+    @property
+    def backlogged(self) -> bool:
+        """True while the audio emitted runs more than `max_ahead_samples` ahead of what the
+        listener has read: the scheduler neither runs nor counts the request's items (a
+        client that stops reading stops its synthesis, and its memory stays bounded)."""
+        limit = self.max_ahead_samples
+        return limit is not None and self.audio_samples - self.read_samples > limit
+
+    @property
+    def waits_for_listener(self) -> bool:
+        """True while the scheduler holds the request for its listener (rule 9): it is
+        `backlogged`, or `parked` without an admission slot until its listener reads on."""
+        return self.parked or self.backlogged
+
+    def mark_read(self, samples: int) -> None:
+        """The listener took `samples` more samples (called on the event loop as its consumer
+        comes back for the next chunk); wakes the queues holding the request's items
+        (`watch_backlog`) when that ends its hold."""
+        was = self.waits_for_listener
+        self.read_samples += samples
+        if was and not self.waits_for_listener:
+            self._wake_backlog_watchers()
+
+    def set_parked(self, parked: bool) -> None:
+        """Mark the request parked (its slot given back) or not (called on the event loop);
+        wakes the queues holding its items when that ends its hold."""
+        was = self.waits_for_listener
+        self.parked = parked
+        if was and not self.waits_for_listener:
+            self._wake_backlog_watchers()
+
+    def _wake_backlog_watchers(self) -> None:
+        with self._lock:
+            watchers = list(self._backlog_watchers)
+        for callback in watchers:
+            callback()
+
+    def watch_backlog(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (no lock held) each time the request stops `waits_for_listener`;
+        a callback already registered is not added twice."""
+        with self._lock:
+            if callback not in self._backlog_watchers:
+                self._backlog_watchers.append(callback)
 
     @property
     def audio_flowing(self) -> bool:
@@ -319,12 +375,13 @@ class RequestState:
 
     def cancel(self) -> None:
         """Stop all further work for this request (idempotent, thread-safe); wakes the queues
-        watching its segments (`watch_segments`), so they drop its held items now."""
+        watching its segments or its backlog (`watch_segments`, `watch_backlog`), so they drop
+        its held items now."""
         already = self._cancelled.is_set()
         self._cancelled.set()
         if not already:
             with self._lock:
-                watchers = list(self._segment_watchers)
+                watchers = [*self._segment_watchers, *self._backlog_watchers]
             for callback in watchers:
                 callback()
 

@@ -58,6 +58,14 @@ Policy, applied each time a worker asks for work (`StageQueue.next_batch`):
    whichever its stage, starts in playback-deadline order instead of the kernel sharing the
    cores among four threads whatever their deadlines. Piper (`shared_workers`): the acoustic
    workers run the decoder stage's windows too (docs/benchmarks.md).
+9. Backlog: a request whose audio runs more than `server.max_buffered_audio_s` ahead of what
+   its listener has read (`RequestState.backlogged`: a client that stopped reading), or that
+   gave its admission slot back meanwhile and waits for one (`RequestState.parked`), is held in
+   every stage: its items are not ready, not due, not urgent and not counted as waiting, so
+   no worker runs them, none wakes for them and no batch decision weighs them. Its listener
+   reading again wakes the queues (`RequestState.watch_backlog`). Without it, 4 clients that
+   opened long streamed requests and read nothing grew the server by 180 MB in a minute
+   (issue 40): their whole audio was made and kept.
 """
 
 from __future__ import annotations
@@ -170,6 +178,8 @@ class StageQueue:
         workers of a queue that serves this one (rule 8)."""
         if self.stage.serial_segments and item.segment > 0:
             item.state.watch_segments(self.wake)  # rule 6: its earlier segments' delivery
+        if item.state.max_ahead_samples is not None:
+            item.state.watch_backlog(self.wake_all)  # rule 9: its listener reads again
         with self._cond:
             self._seq += 1
             self._items.append((self._seq, item))
@@ -201,6 +211,12 @@ class StageQueue:
         """Wake every waiting worker to look at the queue again (a held item may be ready)."""
         with self._cond:
             self._cond.notify_all()
+
+    def wake_all(self) -> None:
+        """`wake` this queue's workers and those of the queue serving it (rule 8)."""
+        self.wake()
+        if self.served_by is not None:
+            self.served_by.wake()
 
     def close(self) -> None:
         """Wake every worker; `next_batch` returns [] from now on."""
@@ -292,10 +308,11 @@ class StageQueue:
 
     def waiting_requests(self, besides: set[str]) -> int:
         """How many requests other than `besides` (request ids) have live items queued here,
-        held or not."""
+        held by rule 6 or not (a backlogged request, rule 9, is not counted)."""
         with self._cond:
             return len({job.state.id for _, job in self._items
-                        if not job.state.cancelled and job.state.id not in besides})
+                        if not job.state.cancelled and not job.state.waits_for_listener
+                        and job.state.id not in besides})
 
     def done(self, batch: list[Job]) -> None:
         """Mark a batch's run finished (in_order stages: its requests may run their next
@@ -334,7 +351,8 @@ class StageQueue:
             return timeout
         now = time.perf_counter()
         soonest = min((job.state.due(job.segment, now) - now for _, job in self._items
-                       if job.state.audio_flowing), default=None)
+                       if job.state.audio_flowing and not job.state.waits_for_listener),
+                      default=None)
         if soonest is None:
             return timeout
         soonest = max(soonest, 0.001)
@@ -356,8 +374,8 @@ class StageQueue:
         """How long an idle fast worker waits: until the first waiting item turns urgent."""
         now = time.perf_counter()
         # items urgent already but not ready (rule 5, 6) wake the queue when they become ready
-        soonest = min((t for _, job in self._items if 0 < (t := self._urgent_in(job, now))
-                       < float("inf")), default=None)
+        soonest = min((t for _, job in self._items if not job.state.waits_for_listener
+                       and 0 < (t := self._urgent_in(job, now)) < float("inf")), default=None)
         return soonest
 
     def _in_lane(self, job: Job, now: float, lane: str) -> bool:
@@ -368,9 +386,11 @@ class StageQueue:
         return urgent == (lane == FAST)
 
     def _ready(self, job: Job, now: float, lane: str = ANY) -> bool:
-        """Not held (rule 6); in this worker's lane (rule 7); in_order stages: `job` is its
-        request's next item and none of it runs now."""
-        if self._held(job, now) or not self._in_lane(job, now, lane):
+        """Not held (rules 6, 9); in this worker's lane (rule 7); in_order stages: `job` is
+        its request's next item and none of it runs now."""
+        if job.state.waits_for_listener or self._held(job, now):
+            return False
+        if not self._in_lane(job, now, lane):
             return False
         if not self.stage.in_order:
             return True

@@ -63,8 +63,10 @@ class CancellingStreamingResponse(StreamingResponse):
         watcher = None
         if tuple(map(int, spec.split("."))) >= (2, 4):
             watcher = asyncio.create_task(self._watch_disconnect(receive))
+        stall_s = self._stream.stall_s
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, send if stall_s is None
+                                   else _stall_limited(send, stall_s))
         except StreamAborted:
             # Headers are gone, so the status cannot change. Returning without the final empty
             # body message makes the server drop the connection: the client sees an incomplete
@@ -82,6 +84,20 @@ class CancellingStreamingResponse(StreamingResponse):
             if message["type"] == "http.disconnect":
                 await self._stream.aclose()
                 return
+
+
+def _stall_limited(send: Send, stall_s: float) -> Send:
+    """`send` that gives up (`StreamAborted`) on a message the client has not taken within
+    `stall_s` seconds (it reads nothing: the transport's buffer stays full), so the response
+    ends instead of waiting on it for good (`server.client_stall_timeout_s`)."""
+
+    async def send_within(message) -> None:
+        try:
+            await asyncio.wait_for(send(message), stall_s)
+        except TimeoutError:
+            raise StreamAborted(f"the client read nothing for {stall_s:g} s") from None
+
+    return send_within
 
 
 def to_engine_request(body: SpeechBody, request_id: str | None = None,
