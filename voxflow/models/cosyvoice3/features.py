@@ -151,7 +151,11 @@ def matcha_mel(wave: torch.Tensor) -> torch.Tensor:
     spec = torch.view_as_real(spec)
     magnitude = torch.sqrt(spec.pow(2).sum(-1) + MEL_MAG_EPS)
     filters = slaney_mel_filters(MEL_SAMPLE_RATE, MEL_N_FFT, MEL_BINS, MEL_FMIN, MEL_FMAX)
-    mel = torch.matmul(filters.to(device=wave.device, dtype=wave.dtype), magnitude)
+    filters = filters.to(device=wave.device, dtype=wave.dtype)
+    # one (80, F) product per row: a batched matmul picks its kernel by the batch size on some
+    # CPUs (Intel Xeon, torch 2.13: rows 3.6e-7 off their lone call), and a row must not
+    # depend on its batch
+    mel = torch.stack([filters @ row for row in magnitude])
     return torch.log(torch.clamp(mel, min=MEL_LOG_FLOOR))
 
 
