@@ -124,14 +124,15 @@ def stage_batch(jobs: list[Job], stage: Stage, isolated: bool = False,
     """The `StageBatch` a stage runs for `jobs` (their items, the head's batch key, each item's
     slack until its listener would wait: `RequestState.slack`, and for a stage with
     `Stage.counts_waiting`, how many other requests wait in `queue`, its own:
-    `StageQueue.waiting_requests`)."""
+    `StageQueue.waiting_requests`; ``bulk`` when the calling thread is a bulk worker, rule 7)."""
     items = [job.item for job in jobs]
     now = time.perf_counter()
     slack = tuple(job.state.slack(job.segment, now) for job in jobs)
     waiting = (queue.waiting_requests({job.state.id for job in jobs})
                if queue is not None and stage.counts_waiting else 0)
     return StageBatch.of(items, key=stage.batch_key(items[0]), isolated=isolated,
-                         slack_s=slack, formed_at=now, waiting=waiting, **kwargs)
+                         slack_s=slack, formed_at=now, waiting=waiting,
+                         bulk=current_lane() == BULK, **kwargs)
 
 
 class StageQueue:
@@ -471,8 +472,8 @@ _LANE = threading.local()
 
 
 def current_lane() -> str:
-    """The lane of the worker thread calling (`ANY` outside a worker loop): a stage timing its
-    runs to predict the fast lane's speed skips the bulk lane's, slowed by the priority."""
+    """The lane of the worker thread calling (`ANY` outside a worker loop); `stage_batch`
+    marks a bulk worker's batches with it (`StageBatch.bulk`), so stages never read it."""
     return getattr(_LANE, "name", ANY)
 
 

@@ -138,6 +138,10 @@ class StageBatch(Generic[P]):
         waiting: other requests with items in this stage's queue when the batch was formed
             (held or not): streams that will want the cores while this batch runs (Kokoro
             sizes its deadline cuts by it). 0 when built outside the engine's scheduler.
+        bulk: True when a bulk worker runs the batch (scheduler rule 7: a thread at a lowered
+            priority, so its pace is not the fast lane's; Piper keeps it out of its pace
+            estimate). False on the fast lane, on a stage without lanes, and outside the
+            engine's scheduler.
     """
 
     items: tuple[StageItem[P], ...]
@@ -148,6 +152,7 @@ class StageBatch(Generic[P]):
     slack_s: tuple[float, ...] = field(default_factory=tuple)
     formed_at: float | None = None
     waiting: int = 0
+    bulk: bool = False
 
     def slack(self, index: int) -> float:
         """Seconds left now until item `index`'s listener would wait: `slack_s[index]` less

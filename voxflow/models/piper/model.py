@@ -21,7 +21,6 @@ import numpy as np
 from piper.config import PiperConfig
 
 from voxflow.audio.stretch import split_speed, time_stretch
-from voxflow.engine.scheduler import BULK, current_lane
 from voxflow.memory_gate import GATE
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
 from voxflow.models.piper import memory
@@ -313,12 +312,12 @@ class PiperAcousticStage(Stage):
                                    self._family.settings.noise_frames_per_phoneme)
             GATE.shrink(self._decode_bytes(graph, encoded, batch))
             return [self._output(voice, graph, encoded, b, item, native, alone, batch.slack(b),
-                                 self._handing_on(batch, b))
+                                 self._handing_on(batch, b), batch.bulk)
                     for b, item in enumerate(batch)]
 
     def _output(self, voice: PiperVoiceModel, graph: RewrittenGraph, encoded: Encoded, b: int,
                 item: StageItem, native: float, alone: bool, slack_s: float,
-                handing_on: bool) -> Parts | StreamedParts | Next:
+                handing_on: bool, bulk: bool) -> Parts | StreamedParts | Next:
         values, frames = encoded.row(b)
         # Windows stream as parts where that shortens the wait: a run alone (the stretched
         # path returns all at once). With other runs in progress the request queues anyway;
@@ -366,7 +365,7 @@ class PiperAcousticStage(Stage):
         started = time.perf_counter()
         wave = decode_in_line(graph, values, frames, cut, voice.config.hop_length)
         took = time.perf_counter() - started
-        if stream and current_lane() != BULK:
+        if stream and not bulk:
             self._family.pace.observe(decoded_frames(cut), took)
         _trace(item, frames, slack_s, "in line, decoded in %.3f s", took)
         rate = voice.config.sample_rate
@@ -543,7 +542,7 @@ class PiperDecoderStage(Stage):
             waves = decode_windows(graph.frames, windows, voice.config.hop_length)
             # the pace under load (a run alone has the solo session's threads), at the fast
             # lane's priority (a bulk run is slowed by whatever runs ahead of it)
-            if not alone and current_lane() != BULK:
+            if not alone and not batch.bulk:
                 self._family.pace.observe(decoded_frames(windows),
                                           time.perf_counter() - started)
         return [Audio(np.clip(w, -1.0, 1.0).astype(np.float32)) for w in waves]
