@@ -19,6 +19,7 @@ from voxflow.engine.scheduler import (
     current_lane,
     drain,
     lower_thread_priority,
+    stage_batch,
 )
 from voxflow.stages.items import StageItem
 
@@ -120,16 +121,20 @@ def test_lowering_a_threads_priority_changes_that_thread_only():
     assert lower_thread_priority(0) is False  # nothing asked: nothing done
 
 
-def test_a_worker_loop_tells_its_batches_which_lane_runs_them():
+@pytest.mark.parametrize(("lane", "bulk"), [(BULK, True), (FAST, False), (ANY, False)])
+def test_a_worker_loop_tells_its_batches_which_lane_runs_them(lane, bulk):
     q = _queue()
-    q.put(job(make_state()[0], 0, "never"))
-    seen: list[str] = []
+    q.put(job(make_state()[0], 0, "never" if lane == BULK else "now"))
+    seen: list[tuple[str, bool]] = []
 
     def on_batch(batch) -> None:
-        seen.append(current_lane())
+        # what a stage reads: StageBatch.bulk (models never import the scheduler)
+        seen.append((current_lane(), stage_batch(batch, q.stage, queue=q).bulk))
         q.close()
 
-    t = threading.Thread(target=drain, args=(q, on_batch, BULK))
+    t = threading.Thread(target=drain, args=(q, on_batch, lane))
     t.start()
     t.join(timeout=2)
-    assert seen == [BULK] and current_lane() == ANY  # this thread runs no worker loop
+    assert seen == [(lane, bulk)]
+    assert current_lane() == ANY  # this thread runs no worker loop
+    assert stage_batch([job(make_state()[0], 0, "now")], q.stage).bulk is False
