@@ -28,8 +28,6 @@ from pydantic import (
 
 from voxflow.api_keys import ENV_VAR, ApiKeysError, collect_api_keys, key_problem
 from voxflow.models.registry import family_settings_type
-from voxflow.ray.settings import RaySettings
-from voxflow.wyoming.settings import WyomingSettings
 
 # An Origin header's value: scheme://host[:port], nothing after it.
 _ORIGIN = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#\s]+")
@@ -344,6 +342,41 @@ class ModelSettings(_Strict):
         return family
 
 
+WYOMING_PORT = 10200
+"""Home Assistant's convention for Wyoming services (wyoming-piper's default)."""
+
+
+class WyomingSettings(BaseModel):
+    """Where and whether `voxflow serve` answers Home Assistant's Wyoming protocol."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(
+        False, description="Serve the Wyoming protocol beside HTTP (`voxflow serve --wyoming`)."
+    )
+    host: str = Field(
+        "127.0.0.1",
+        description="Address the Wyoming server binds to. Wyoming has no authentication: "
+        "another address than loopback lets anyone who reaches it use the voices (the server "
+        "warns).",
+    )
+    port: int = Field(
+        WYOMING_PORT, ge=0, le=65535,
+        description="TCP port of the Wyoming server (10200 is Home Assistant's convention; 0 "
+        "picks a free one).",
+    )
+    max_event_bytes: int = Field(
+        65_536, ge=1024, le=16 * 1024 * 1024,
+        description="Largest data or payload part of one client event, in bytes; a larger one "
+        "is answered with an `error` event and the connection closed.",
+    )
+    zeroconf: bool = Field(
+        False, description="Announce the server on the local network as "
+        "`_wyoming._tcp.local.` (needs `pip install 'voxflow[zeroconf]'`), so Home Assistant "
+        "finds it; withdrawn when the server stops."
+    )
+
+
 class Settings(_Strict):
     """The whole deployment."""
 
@@ -354,10 +387,12 @@ class Settings(_Strict):
     models: list[ModelSettings] = Field(
         min_length=1, description="The served models; a file that names none serves Piper."
     )
-    ray: RaySettings = Field(
-        RaySettings(),
+    ray: dict[str, Any] = Field(
+        default_factory=dict,
         description="Scale-out on Ray Serve (`voxflow serve --ray`, docs/scale-out.md): "
-        "replicas, autoscaling and Ray's queue. The plain server ignores it.",
+        "replicas, autoscaling and Ray's queue. The Ray layer owns the section "
+        "(`voxflow.ray.settings`): every command validates it at start-up; the plain server "
+        "ignores it.",
     )
     wyoming: WyomingSettings = Field(
         WyomingSettings(),
@@ -380,15 +415,6 @@ class Settings(_Strict):
                         f"{owner[alias]}"
                     )
                 owner[alias] = f"an alias of models[{i}] ('{model.name}')"
-        # only a value the file sets: the plain server ignores ray:, so its default must
-        # never refuse an engine configured small (the Ray path checks the derived one)
-        room = self.engine.max_inflight_requests + self.engine.max_queued_requests
-        if self.ray.max_ongoing_requests is not None and self.ray.max_ongoing_requests > room:
-            raise ValueError(
-                f"ray.max_ongoing_requests ({self.ray.max_ongoing_requests}) must be at most "
-                f"engine.max_inflight_requests + engine.max_queued_requests ({room}): a "
-                "replica's engine would refuse with a 429 requests Ray sent it"
-            )
         return self
 
 
@@ -419,7 +445,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(value)
 
 
-def _format_validation_error(err: ValidationError, prefix: str = "") -> str:
+def format_validation_error(err: ValidationError, prefix: str = "") -> str:
+    """``invalid configuration: PATH: MESSAGE; ...`` for each error of `err`, each path under
+    `prefix` (e.g. ``models[0].options.workers``)."""
     lines = []
     for e in err.errors():
         loc = prefix
@@ -474,7 +502,7 @@ def load_settings(
     try:
         settings = Settings.model_validate(tree)
     except ValidationError as exc:
-        raise ConfigError(_format_validation_error(exc)) from exc
+        raise ConfigError(format_validation_error(exc)) from exc
     settings = settings.model_copy(update={
         "server": _with_api_keys(settings.server, os.environ if environ is None else environ),
         "models": [_with_family_options(i, m) for i, m in enumerate(settings.models)],
@@ -505,5 +533,5 @@ def _with_family_options(index: int, model: ModelSettings) -> ModelSettings:
     try:
         options = family_settings_type(model.family).model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_format_validation_error(exc, f"models[{index}].options")) from exc
+        raise ConfigError(format_validation_error(exc, f"models[{index}].options")) from exc
     return model.model_copy(update={"options": options})

@@ -26,6 +26,10 @@ from pydantic_core import PydanticUndefined
 
 from voxflow.config import ModelSettings, Settings
 from voxflow.models.registry import family_settings_type, known_families
+from voxflow.ray.settings import RaySettings
+
+OWNED_SECTIONS: dict[str, type[BaseModel]] = {"ray": RaySettings}
+"""Sections `Settings` keeps as the file gives them, validated by the layer that owns them."""
 
 DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 REGENERATE = "python -m voxflow.settings_doc --write"
@@ -165,6 +169,14 @@ def _nested(annotation: Any) -> tuple[type[BaseModel], str] | None:
     return None
 
 
+def _section(key: str, info: FieldInfo) -> tuple[type[BaseModel], str] | None:
+    """The settings model of top-level field `key` (its own type's, or the owning layer's for
+    a section in `OWNED_SECTIONS`) and its key suffix; None for a plain value."""
+    if key in OWNED_SECTIONS:
+        return OWNED_SECTIONS[key], "."
+    return _nested(info.annotation)
+
+
 def _table(model: type[BaseModel], prefix: str) -> str:
     head = "| field | type | default | bounds | description |\n|---|---|---|---|---|"
     return "\n".join([head, *field_rows(model, prefix)])
@@ -183,13 +195,13 @@ def _families() -> list[str]:
 def render() -> str:
     """The whole reference as Markdown (what `--write` puts in docs/configuration.md)."""
     sections = [_HEADER]
-    plain = [n for n, i in Settings.model_fields.items() if _nested(i.annotation) is None]
+    plain = [n for n, i in Settings.model_fields.items() if _section(n, i) is None]
     if plain:
         rows = [r for r in field_rows(Settings, "") if r.split("`")[1] in plain]
         head = "| field | type | default | bounds | description |\n|---|---|---|---|---|"
         sections.append("## Top level\n\n" + "\n".join([head, *rows]) + "\n")
     for key, info in Settings.model_fields.items():
-        nested = _nested(info.annotation)
+        nested = _section(key, info)
         if nested is None:
             continue
         model, suffix = nested

@@ -1,5 +1,5 @@
 """The `ray:` settings (scale-out on Ray Serve): defaults, bounds and cross-checks, validated
-once by `load_settings` without Ray installed."""
+by the Ray layer's `ray_settings` without Ray installed (every command calls it at start-up)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from voxflow.config import ConfigError, load_settings
-from voxflow.ray.settings import RaySettings
+from voxflow.ray.settings import RaySettings, ray_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_are_one_fixed_replica_with_a_queue_and_100_ms_pieces():
-    ray = load_settings(None).ray
+    ray = ray_settings(load_settings(None))
     assert ray == RaySettings()
     assert (ray.min_replicas, ray.max_replicas) == (1, 1)
     assert (ray.target_ongoing_requests, ray.max_ongoing_requests) == (8.0, None)
@@ -25,12 +25,12 @@ def test_defaults_are_one_fixed_replica_with_a_queue_and_100_ms_pieces():
 
 
 def test_the_default_file_spells_the_defaults():
-    assert load_settings(REPO / "configs" / "piper.yaml").ray == RaySettings()
+    assert ray_settings(load_settings(REPO / "configs" / "piper.yaml")) == RaySettings()
 
 
 def test_overrides_reach_the_section():
-    ray = load_settings(None, {"ray.min_replicas": 2, "ray.max_replicas": 4,
-                               "ray.address": "auto"}).ray
+    ray = ray_settings(load_settings(None, {"ray.min_replicas": 2, "ray.max_replicas": 4,
+                                            "ray.address": "auto"}))
     assert (ray.min_replicas, ray.max_replicas, ray.address) == (2, 4, "auto")
 
 
@@ -48,25 +48,25 @@ def test_overrides_reach_the_section():
 ])
 def test_bad_values_stop_start_up_naming_the_field(overrides, message):
     with pytest.raises(ConfigError) as err:
-        load_settings(None, overrides)
+        ray_settings(load_settings(None, overrides))
     assert message in str(err.value)
 
 
 def test_a_replica_is_never_sent_more_than_its_engine_admits():
     # 4 in flight + 2 queued = 6 < 8 Ray could send: the engine would 429 Ray's requests
     with pytest.raises(ConfigError) as err:
-        load_settings(None, {"engine.max_inflight_requests": 4,
-                             "engine.max_queued_requests": 2,
-                             "ray.max_ongoing_requests": 8,
-                             "ray.target_ongoing_requests": 2})
+        ray_settings(load_settings(None, {"engine.max_inflight_requests": 4,
+                                          "engine.max_queued_requests": 2,
+                                          "ray.max_ongoing_requests": 8,
+                                          "ray.target_ongoing_requests": 2}))
     assert ("ray.max_ongoing_requests (8) must be at most engine.max_inflight_requests + "
             "engine.max_queued_requests (6)") in str(err.value)
     ok = load_settings(None, {"engine.max_inflight_requests": 4, "engine.max_queued_requests": 4,
                               "ray.max_ongoing_requests": 8, "ray.target_ongoing_requests": 2})
-    assert ok.ray.max_ongoing_requests == 8
+    assert ray_settings(ok).max_ongoing_requests == 8
 
 
 def test_the_plain_server_with_a_small_engine_is_not_refused_for_rays_defaults():
     settings = load_settings(None, {"engine.max_inflight_requests": 1,
                                     "engine.max_queued_requests": 0})
-    assert settings.ray.ongoing_limit(settings.engine.max_inflight_requests) == 1
+    assert ray_settings(settings).ongoing_limit(settings.engine.max_inflight_requests) == 1

@@ -12,7 +12,7 @@ import pytest
 
 from voxflow.cli import main
 from voxflow.config import ConfigError, load_settings
-from voxflow.wyoming.settings import wyoming_address
+from voxflow.wyoming.address import wyoming_address
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "configs" / "piper.yaml"

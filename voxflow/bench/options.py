@@ -18,7 +18,7 @@ from voxflow.bench.adapters import OPENAI_PCM_RATE, Target
 from voxflow.bench.idle import IdlePolicy
 from voxflow.bench.openloop import CapacitySearch, OpenLoopPlan, Slo
 from voxflow.bench.runner import MIN_PER_LEVEL, Case, SweepPlan
-from voxflow.wyoming.settings import wyoming_address
+from voxflow.wyoming.address import wyoming_address
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 CASES = {"line": "case_line.txt", "paragraph": "case_paragraph.txt", "script": "case_script.txt"}
@@ -221,7 +221,7 @@ def add_ws_options(p: argparse.ArgumentParser) -> None:
 
 def wyoming_url(text: str) -> str:
     """``HOST:PORT`` (or ``PORT``, on 127.0.0.1) -> ``tcp://HOST:PORT``, read as ``voxflow serve
-    --wyoming`` reads it (`voxflow.wyoming.settings.wyoming_address`); port 0 is refused."""
+    --wyoming`` reads it (`voxflow.wyoming.address.wyoming_address`); port 0 is refused."""
     host, port = wyoming_address(text)
     if port == 0:
         raise argparse.ArgumentTypeError("a server to bench listens on a port above 0")

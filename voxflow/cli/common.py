@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from voxflow.config import Settings, load_settings, parse_override
+from voxflow.ray.settings import ray_settings
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ def load_cli_settings(
         after: overrides that win over ``--set`` (dedicated flags such as ``--port``).
 
     Raises:
-        ConfigError: missing or invalid file, malformed ``--set``, invalid field.
+        ConfigError: missing or invalid file, malformed ``--set``, invalid field (``ray:``
+            included, `voxflow.ray.settings.ray_settings`).
     """
     path = args.config
     if path is None and DEFAULT_CONFIG.is_file():
@@ -62,7 +64,9 @@ def load_cli_settings(
         key, value = parse_override(text)
         overrides[key] = value
     overrides.update(after or {})
-    return load_settings(path, overrides)
+    settings = load_settings(path, overrides)
+    ray_settings(settings)  # the Ray layer's section, validated at start-up like the rest
+    return settings
 
 
 def only_model(settings: Settings, name: str | None) -> Settings:

@@ -10,7 +10,7 @@ import logging
 from voxflow.cli.common import CliError, load_cli_settings
 from voxflow.config import Settings
 from voxflow.logging_setup import configure_logging
-from voxflow.wyoming.settings import wyoming_address
+from voxflow.wyoming.address import wyoming_address
 
 log = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ from ray.serve.config import BackpressureConfig
 
 from voxflow.config import ConfigError, Settings, load_settings
 from voxflow.logging_setup import configure_logging
+from voxflow.ray.settings import ray_settings
 from voxflow.server.app import create_app
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,8 @@ class VoxflowReplica:
         """The app `voxflow serve` runs, with streamed pieces of ``ray.min_stream_chunk_ms``."""
         configure_logging(self._settings.server.log_level)
         self._app = create_app(
-            self._settings, min_stream_chunk_s=self._settings.ray.min_stream_chunk_ms / 1000,
+            self._settings,
+            min_stream_chunk_s=ray_settings(self._settings).min_stream_chunk_ms / 1000,
             wyoming=False,  # every replica would bind the one Wyoming port
         )
         return self._app
@@ -76,7 +78,7 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
         ConfigError: ``ray.target_ongoing_requests`` is more than a replica takes at once
             (``ray.max_ongoing_requests``, else ``engine.max_inflight_requests``).
     """
-    ray = settings.ray
+    ray = ray_settings(settings)
     ongoing = ray.ongoing_limit(settings.engine.max_inflight_requests)
     if ongoing < ray.target_ongoing_requests:
         raise ConfigError(
@@ -109,8 +111,12 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
 
 
 def application(settings: Settings) -> Application:
-    """The Serve application of `settings` (validated once, by `load_settings`), to pass to
-    `serve.run`. Each replica gets a copy of `settings` (API keys included)."""
+    """The Serve application of `settings` (validated by `load_settings`, and the ``ray:``
+    section by `ray_settings`), to pass to `serve.run`. Each replica gets a copy of
+    `settings` (API keys included).
+
+    Raises:
+        ConfigError: the ``ray:`` section is invalid or does not fit the engine's settings."""
     return serve.deployment(**deployment_options(settings))(VoxflowReplica).bind(settings)
 
 

@@ -16,6 +16,7 @@ from types import FrameType
 
 from voxflow.config import Settings
 from voxflow.ray.proxy import CALLBACK, CALLBACK_ENV
+from voxflow.ray.settings import ray_settings
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def check_ray_installed() -> None:
 def joins_cluster(settings: Settings) -> bool:
     """Whether ``serve --ray`` joins a running cluster (``ray.address`` or ``RAY_ADDRESS``)
     rather than starting a Ray instance of its own on this machine."""
-    return bool(settings.ray.address or os.environ.get("RAY_ADDRESS"))
+    return bool(ray_settings(settings).address or os.environ.get("RAY_ADDRESS"))
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -65,7 +66,7 @@ def serve_on_ray(settings: Settings) -> None:
     os.environ.setdefault(CALLBACK_ENV, CALLBACK)
     app = application(settings)  # raises ConfigError before any Ray process starts
     local = not joins_cluster(settings)
-    ray.init(address=settings.ray.address, include_dashboard=False if local else None)
+    ray.init(address=ray_settings(settings).address, include_dashboard=False if local else None)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         serve.start(http_options={"host": settings.server.host, "port": settings.server.port})

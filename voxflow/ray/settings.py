@@ -1,13 +1,17 @@
 """Typed settings of the Ray Serve deployment (`ray:` in a deployment YAML).
 
-Pure pydantic: importing it never imports Ray, so every config validates without the ``ray``
-extra. Used only by ``voxflow serve --ray`` and ``serve run voxflow.ray.app:build``
-(docs/scale-out.md); the plain server ignores the section.
+The Ray layer owns its section: `voxflow.config.Settings` keeps ``ray:`` as the file gives it,
+and `ray_settings` validates it (every command does at start-up, `voxflow.cli.common`; the Ray
+deployment reads it through `ray_settings`). Pure pydantic: importing this never imports Ray,
+so every config validates without the ``ray`` extra. Used only by ``voxflow serve --ray`` and
+``serve run voxflow.ray.app:build`` (docs/scale-out.md); the plain server ignores the section.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from voxflow.config import ConfigError, Settings, format_validation_error
 
 
 class RaySettings(BaseModel):
@@ -95,4 +99,28 @@ class RaySettings(BaseModel):
         return self.max_ongoing_requests or engine_inflight
 
 
-__all__ = ["RaySettings"]
+def ray_settings(settings: Settings) -> RaySettings:
+    """The ``ray:`` section of `settings`, validated, and checked against the engine's.
+
+    Raises:
+        ConfigError: a field is invalid (the message names it, e.g. ``ray.min_replicas``), or
+            ``ray.max_ongoing_requests`` is more than the replica's engine admits
+            (``engine.max_inflight_requests + engine.max_queued_requests``): it would answer
+            429 to requests Ray sent it.
+    """
+    try:
+        ray = RaySettings.model_validate(settings.ray)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, "ray")) from exc
+    # only a value the file sets: the plain server ignores ray:, so its default must never
+    # refuse an engine configured small (the Ray path checks the derived one)
+    room = settings.engine.max_inflight_requests + settings.engine.max_queued_requests
+    if ray.max_ongoing_requests is not None and ray.max_ongoing_requests > room:
+        raise ConfigError(
+            f"invalid configuration: ray.max_ongoing_requests ({ray.max_ongoing_requests}) "
+            f"must be at most engine.max_inflight_requests + engine.max_queued_requests "
+            f"({room}): a replica's engine would refuse with a 429 requests Ray sent it")
+    return ray
+
+
+__all__ = ["RaySettings", "ray_settings"]
