@@ -201,6 +201,30 @@ def test_a_killed_replica_is_replaced_and_only_its_requests_fail(two_replicas, r
     assert [r.content for r in again] == [reference[kind] for kind in KINDS]
 
 
+def test_a_rolling_update_lets_the_old_replicas_streams_finish(ray_serve, two_replicas,
+                                                                reference):
+    # issue 40 item 1 under Ray Serve: a redeploy with other settings replaces every replica;
+    # Serve stops routing to the old ones and waits up to graceful_shutdown_timeout_s
+    # (server.drain_timeout_s, 30 s) for their open responses, so no listener is cut
+    old = _replica_names()
+    assert len(old) == 2
+    with futures.ThreadPoolExecutor(6) as pool:
+        first_bytes = [threading.Event() for _ in range(6)]
+        runs = [pool.submit(_long_stream, two_replicas, event) for event in first_bytes]
+        assert all(event.wait(60) for event in first_bytes)
+        serving = {name: _ongoing(name) for name in sorted(old)}
+        serve.run(application(_settings(ray_serve, min_replicas=1, max_replicas=1)),
+                  name=APP_NAME, route_prefix="/")
+        results = [run.result(timeout=120) for run in runs]
+    print(f"rolling update with {serving} in flight: {[o for o, _ in results]}")
+    assert sum(serving.values()) == 6, serving
+    assert [outcome for outcome, _ in results] == ["ok"] * 6
+    assert all(body == reference[("long",)] for _, body in results)
+    _wait_for(lambda: not (_replica_names() & old), 60, "the old replicas to stop")
+    assert _running_replicas() == 1
+    assert speak(two_replicas, *KINDS[0]).content == reference[KINDS[0]]
+
+
 def test_a_full_queue_is_a_429_with_retry_after_in_the_openai_shape(ray_serve, two_replicas):
     # one replica taking one request at a time, one waiting: of 6 at once, most are refused
     serve.run(application(_settings(ray_serve, min_replicas=1, max_replicas=1,
