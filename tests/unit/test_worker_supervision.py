@@ -81,3 +81,44 @@ def test_a_loop_that_returns_is_not_restarted_and_one_that_keeps_dying_pauses():
     assert supervisor.health("m") == {"s": {"restarts": 2,
                                             "last": "MainThread: RuntimeError: bug around a run"}}
     assert supervisor.health("other") == {}
+
+
+def test_a_dead_autoregressive_loop_fails_its_running_segments_and_restarts(monkeypatch):
+    from fake_streaming import FakeDecoder, register_streaming_family
+
+    from voxflow.failpoints import WorkerDeath
+
+    register_streaming_family(monkeypatch)
+    step = FakeDecoder.step
+    died: list[str] = []
+
+    def dying_step(self, batch, states):
+        for item in batch:  # the first step of a segment holding "DIE" kills the loop once
+            if "DIE" in item.payload and not died:
+                died.append(item.request.request_id)
+                raise WorkerDeath("a bug around a decode step")
+        return step(self, batch, states)
+
+    monkeypatch.setattr(FakeDecoder, "step", dying_step)
+    settings = load_settings(None, {"engine.warmup": False, "engine.request_timeout_s": 30,
+                                    "models": [{"name": "fake3", "family": "fake3",
+                                                "options": {"step_sleep_s": 0.01}}]})
+
+    async def main():
+        engine = Engine(settings)
+        await engine.start()
+        try:
+            started = time.monotonic()
+            dying = await asyncio.gather(engine.submit(
+                SpeechRequest("fake3", "xxDIExx", "alice")).collect(), return_exceptions=True)
+            failed_after = time.monotonic() - started
+            after = await engine.submit(SpeechRequest("fake3", "abcdefg", "alice")).collect()
+            return dying[0], failed_after, after, engine.supervisor.health("fake3")
+        finally:
+            engine.stop()
+
+    error, failed_after, after, deaths = asyncio.run(main())
+    assert isinstance(error, WorkerDiedError) and error.code == "worker_died"
+    assert "stage 'decoder'" in error.message and failed_after < 5
+    assert after and after[-1].is_last  # the restarted loop decodes the next request whole
+    assert deaths["decoder"]["restarts"] == 1
