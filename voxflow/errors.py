@@ -226,3 +226,16 @@ class SynthesisError(VoxflowError):
     status = 500
     type = "server_error"
     default_code = "synthesis_failed"
+
+
+class WorkerDiedError(SynthesisError):
+    """The worker thread running this request's batch died (an exception in the engine's code
+    around a stage's run, not the stage's own) and was restarted (500 ``worker_died``;
+    `voxflow.engine.supervisor`). The message names the stage and thread, not the exception's
+    text (that is in the server log)."""
+
+    default_code = "worker_died"
+
+    def __init__(self, stage: str, thread: str, error: str):
+        super().__init__(f"The worker thread {thread} of stage '{stage}' died ({error}) while "
+                         "running this request; it was restarted. Details are in the server log.")

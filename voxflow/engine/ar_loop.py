@@ -20,6 +20,7 @@ from typing import Any
 
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.scheduler import Job, StageQueue
+from voxflow.engine.supervisor import fail_held
 from voxflow.engine.worker import as_request_error
 from voxflow.stages.autoregressive import AutoregressiveStage, Step
 from voxflow.stages.items import StageBatch
@@ -59,10 +60,15 @@ class AutoregressiveLoop:
         self.running: list[_Running] = []
 
     def __call__(self) -> None:
-        """Loop until the queue closes; frees every live state on the way out."""
+        """Loop until the queue closes; frees every live state on the way out. An exception
+        escaping a round (not a step's own: `_step` fails its segments) fails the running
+        segments' requests at once (`fail_held`) and goes on to the loop's supervisor."""
         try:
             while self.iterate():
                 pass
+        except BaseException as exc:
+            fail_held([run.job for run in self.running if run.alive], self.stage.name, exc)
+            raise
         finally:
             for run in self.running:
                 self._leave(run)
@@ -83,6 +89,7 @@ class AutoregressiveLoop:
             self.queue.done(jobs)
             joined = [run for run in (self._begin(job) for job in jobs) if run is not None]
         decoding = list(self.running)
+        self.running = decoding + joined  # what this loop holds, should the round raise
         if joined:
             self._step(joined)  # prefill: the joiners' first step, a batch of its own kind
         if decoding:

@@ -36,6 +36,7 @@ from voxflow.engine.scheduler import (
     lower_thread_priority,
 )
 from voxflow.engine.stream import SpeechStream
+from voxflow.engine.supervisor import Supervisor, failing
 from voxflow.engine.worker import run_stage_batch
 from voxflow.errors import (
     EngineNotReadyError,
@@ -109,6 +110,7 @@ class Engine:
         # The server's `max_input_chars` (off for `voxflow speak`, which reads whole files).
         self.max_input_chars = settings.server.max_input_chars if limit_input else None
         self.metrics = EngineMetrics()
+        self.supervisor = Supervisor(self.metrics.worker_restarts)  # restarts dead worker loops
         self.models: dict[str, ServedModel] = {m.name: ServedModel(m.name) for m in settings.models}
         self._threads: list[threading.Thread] = []
         self._promotion_refused = False  # said once in the log (`_bulk_promotion`)
@@ -183,8 +185,9 @@ class Engine:
             after_served = queues[i + 2] if queue.serves is not None and i + 2 < len(queues) \
                 else None
             for lane, w in lanes:
+                loop = self._worker(model, stage, queue, downstream, lane, after_served)
                 t = threading.Thread(
-                    target=self._worker(model, stage, queue, downstream, lane, after_served),
+                    target=self.supervisor.supervise(model, stage.name, loop),
                     name=f"{model}-{stage.name}-{'bulk-' if lane == BULK else ''}{w}",
                     daemon=True,
                 )
@@ -205,13 +208,15 @@ class Engine:
             return AutoregressiveLoop(model, stage, queue, downstream, self.metrics)
 
         def handle(batch: list[Job]) -> None:
-            run_stage_batch(model, stage, batch, downstream, self.metrics, queue.isolated(batch),
-                            queue)
+            with failing(batch, stage.name):  # the loop dies: its batch fails at once
+                run_stage_batch(model, stage, batch, downstream, self.metrics,
+                                queue.isolated(batch), queue)
 
         def served(source: StageQueue, batch: list[Job]) -> None:
             # a batch of the next stage's, taken by this worker (scheduler rule 8)
-            run_stage_batch(model, source.stage, batch, after_served, self.metrics,
-                            source.isolated(batch), source)
+            with failing(batch, source.stage.name):
+                run_stage_batch(model, source.stage, batch, after_served, self.metrics,
+                                source.isolated(batch), source)
 
         def loop() -> None:
             drain(queue, handle, lane, self._bulk_promotion(model, stage) if lane == BULK
@@ -268,7 +273,7 @@ class Engine:
         return {
             "status": "draining" if self.drain.draining else (
                 "ready" if self.ready else "not_ready"),
-            "models": {name: self._model_health(m) for name, m in self.models.items()},
+            "models": {name: self._worker_health(m) for name, m in self.models.items()},
             "inflight_requests": self.admission.inflight,
             "waiting_requests": self.admission.waiting,
             "parked_requests": self.admission.parked,
@@ -286,6 +291,15 @@ class Engine:
         stages = {name: report for name, report in reports if report}
         if stages:
             body["stages"] = stages  # e.g. which shapes run as captured graphs, or why not
+        return body
+
+    def _worker_health(self, served: ServedModel) -> dict[str, Any]:
+        """`_model_health`, with ``worker_restarts`` (`Supervisor.health`) where a worker
+        loop of the model died and was restarted."""
+        body = self._model_health(served)
+        restarts = self.supervisor.health(served.name)
+        if restarts:
+            body["worker_restarts"] = restarts
         return body
 
     # ---- requests ----------------------------------------------------------------------------

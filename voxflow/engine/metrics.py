@@ -86,6 +86,11 @@ class EngineMetrics:
             "because their items turned urgent while they ran (scheduler rule 7).",
             ["model", "stage"], registry=r,
         )
+        self.worker_restarts = Counter(
+            "voxflow_worker_restarts", "Stage worker loops that died (an exception around a "
+            "run, not a stage's own) and were restarted (voxflow.engine.supervisor).",
+            ["model", "stage"], registry=r,
+        )
         self.cancellations = Counter(
             "voxflow_cancellations", "Requests cancelled before their last chunk.",
             ["model", "reason"], registry=r,

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from voxflow import failpoints
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.scheduler import Job, StageQueue, stage_batch
 from voxflow.errors import SynthesisError, VoxflowError
@@ -51,6 +52,8 @@ def run_safely(stage: Stage, batch: list[Job], isolated: bool = False,
     run alone so one bad item fails only its request.
     """
     try:
+        if failpoints.ACTIVE:  # fault tests only (voxflow.failpoints)
+            failpoints.stage_raise(stage.name, (job.state.request.text for job in batch))
         outputs = stage.run(staged if staged is not None else stage_batch(batch, stage, isolated))
         return check_outputs(stage.name, outputs, len(batch))
     except Exception as exc:
@@ -197,6 +200,8 @@ def run_stage_batch(
 ) -> None:
     """Run one batch and pass each output on (next queue, the request's audio, or `own`, the
     stage's queue, for the rest of a `Continued` segment)."""
+    if failpoints.ACTIVE:  # fault tests only: the worker loop dies here (voxflow.failpoints)
+        failpoints.worker_die((job.state.id, job.state.request.text) for job in batch)
     # built once: its slack is taken before a memory wait (rare: 3 waits in 80 runs at c=8)
     staged = stage_batch(batch, stage, isolated, own) if batch else None
     need = stage.working_set_bytes(staged) if staged is not None else 0

@@ -44,7 +44,8 @@ ERROR_STATUSES: dict[int, str] = {
     413: "A JSON body over `server.max_body_bytes`, or an upload over "
          "`server.max_voice_upload_bytes` (`payload_too_large`).",
     429: "Admission limits reached (`overloaded`); `Retry-After` says when to retry.",
-    500: "A model stage failed (`synthesis_failed`), a file could not be written "
+    500: "A model stage failed (`synthesis_failed`), a worker thread died and was restarted "
+         "(`worker_died`), a file could not be written "
          "(`storage_failed`, the cause and folder named) or an engine bug (`server_error`).",
     503: "A model is not ready (`model_not_ready`), or the server is stopping "
          "(`shutting_down`, with `Retry-After`).",
