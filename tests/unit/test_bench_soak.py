@@ -11,7 +11,16 @@ import httpx
 import pytest
 
 from voxflow.bench.memory import parse_rss
-from voxflow.bench.soak import SoakPlan, run_soak, server_voices, soak_schedule, soak_table
+from voxflow.bench.soak import (
+    PLAIN,
+    SoakMix,
+    SoakPlan,
+    run_soak,
+    server_voices,
+    soak_schedule,
+    soak_table,
+)
+from voxflow.bench.soak_bad import BAD_CASES
 from voxflow.cli import main
 
 METRICS = """\
@@ -164,3 +173,51 @@ def test_voices_come_from_the_listing_without_their_aliases():
     every, kokoro = asyncio.run(main_())
     assert every == [("piper", "joe"), ("kokoro", "jm_kumo")]
     assert kokoro == [("kokoro", "jm_kumo")]
+
+
+def test_mix_makes_exact_disjoint_shares_leaving_requests_streamed():
+    schedule = soak_schedule(1000, VOICES, ("mp3", "wav"), SENTENCES, seed=5,
+                             mix=SoakMix(leave=0.05, bad=0.01, seeded=0.02))
+    kinds = Counter(r.kind for r in schedule)
+    assert kinds == {"plain": 920, "leave": 50, "seeded": 20, "bad": 10}
+    assert all(r.stream for r in schedule if r.leave)
+    assert all(r.seed is None and not r.leave for r in schedule if r.bad)
+    seeds = [r.seed for r in schedule if r.seed is not None]
+    assert len(seeds) == 20 and all(0 <= s < 1 << 31 for s in seeds) and len(set(seeds)) > 15
+    assert [r.body().get("seed") for r in schedule] == [r.seed for r in schedule]
+
+
+def test_mix_changes_only_the_chosen_requests_of_the_plain_schedule():
+    plain = soak_schedule(300, VOICES, ("mp3", "wav"), SENTENCES, seed=5, mix=PLAIN)
+    mixed = soak_schedule(300, VOICES, ("mp3", "wav"), SENTENCES, seed=5)
+    assert all(r.kind == "plain" for r in plain)
+    same = [(p.model, p.voice, p.fmt, p.text) == (m.model, m.voice, m.fmt, m.text)
+            for p, m in zip(plain, mixed, strict=True)]
+    assert all(same)
+    changed = [m.index for p, m in zip(plain, mixed, strict=True) if p != m]
+    assert changed == [m.index for m in mixed if m.kind != "plain"] and len(changed) == 15 + 3 + 6
+
+
+def test_mix_is_the_same_for_the_same_seed_and_differs_for_another():
+    def picks(seed):
+        schedule = soak_schedule(400, VOICES, ("mp3",), SENTENCES, seed=seed)
+        return [(r.index, r.kind, r.seed, r.bad) for r in schedule if r.kind != "plain"]
+
+    assert picks(1) == picks(1)
+    assert picks(1) != picks(2)
+
+
+def test_bad_requests_take_every_case_in_turn():
+    schedule = soak_schedule(1600, VOICES, ("mp3",), SENTENCES, seed=0,
+                             mix=SoakMix(leave=0, bad=0.01, seeded=0))
+    bad = [r.bad for r in schedule if r.bad]
+    names = [case.name for case in BAD_CASES]
+    assert bad == names * 2
+    assert names == ["unknown_voice", "unknown_model", "bad_format", "speed_out_of_range",
+                     "empty_input", "missing_input", "input_too_long", "malformed_json"]
+
+
+@pytest.mark.parametrize("shares", [(0.5, 0.3, 0.3), (-0.1, 0, 0), (0, 1.5, 0)])
+def test_mix_shares_out_of_bounds_are_refused(shares):
+    with pytest.raises(ValueError, match="0 to 1"):
+        SoakMix(*shares)

@@ -2,9 +2,10 @@
 
 The server is either running (``--url``, loopback only) or started by the bench (``--serve
 COMMAND`` with ``{port}``, stopped at the end as `bench compare` stops its arms). Progress and a
-line per checkpoint go to stderr, the table to stdout, the record to ``--out``. Exit status: 0;
-1 when the server does not answer, has no RSS to read, or every request failed; 2 for a usage
-error.
+line per checkpoint go to stderr, the table and a PASS/FAIL line per verdict
+(`voxflow.bench.soak_checks`) to stdout, the record to ``--out``. Exit status: 0; 1 when a
+verdict fails, the server does not answer, has no RSS to read, or every request failed; 2 for a
+usage error.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ from voxflow.bench.runner import Case, http_client
 from voxflow.bench.soak import (
     MAX_CLIENTS,
     MAX_REQUESTS,
+    SoakMix,
     SoakPlan,
     run_soak,
     server_voices,
     soak_schedule,
     soak_table,
 )
+from voxflow.bench.soak_checks import resend_seeded, soak_verdicts
 from voxflow.records import write_json
 
 DEFAULT_FORMATS = "mp3,opus,aac,wav"
@@ -84,6 +87,17 @@ def _settle_seconds(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    """0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be 0 to 1, got {text}")
+    return value
+
+
 def add_soak(kinds) -> argparse.ArgumentParser:
     """Add the ``soak`` parser under ``voxflow bench``; returns it."""
     p = kinds.add_parser(
@@ -117,7 +131,17 @@ def add_soak(kinds) -> argparse.ArgumentParser:
                    help="a request speaks one or two consecutive lines "
                    "(benchmarks/data/sentences.txt)")
     p.add_argument("--seed", type=options.non_negative_int, default=0,
-                   help="seed of the schedule, not of the audio (0)")
+                   help="seed of the schedule, including the seeded requests' seeds (0)")
+    p.add_argument("--leave-fraction", type=_fraction, default=0.05, metavar="F",
+                   help="share of requests whose client leaves after the first chunk (0.05)")
+    p.add_argument("--bad-fraction", type=_fraction, default=0.01, metavar="F",
+                   help="share of bad requests, each expecting its 4xx (0.01)")
+    p.add_argument("--seeded-fraction", type=_fraction, default=0.02, metavar="F",
+                   help="share of seeded requests, sent again alone after the soak and "
+                   "compared byte for byte (0.02)")
+    p.add_argument("--max-input-chars", type=options.positive_int, default=4096, metavar="N",
+                   help="the server's server.max_input_chars, which a too-long bad input "
+                   "exceeds (4096)")
     p.add_argument("--pid", type=options.positive_int,
                    help="read RSS of this process (and its children) instead of /metrics")
     p.add_argument("--timeout", type=options.positive_float, default=120.0,
@@ -135,7 +159,11 @@ def say(line: str) -> None:
 async def _soak(args: argparse.Namespace, url: str, pid: int | None) -> dict[str, Any]:
     texts = _sentences(args.sentences)
     plan = SoakPlan(args.requests, args.clients, args.every, args.interval, args.max_seconds,
-                    args.timeout, args.settle)
+                    args.timeout, args.settle, args.max_input_chars)
+    try:
+        mix = SoakMix(args.leave_fraction, args.bad_fraction, args.seeded_fraction)
+    except ValueError as exc:
+        raise BenchError(str(exc), EXIT_USAGE) from None
     async with http_client(args.clients + 1) as client:
         models = [m.strip() for m in args.models.split(",")] if args.models else None
         try:
@@ -146,15 +174,24 @@ async def _soak(args: argparse.Namespace, url: str, pid: int | None) -> dict[str
         if source is None:
             raise BenchError(f"{url}/metrics has no process_resident_memory_bytes; give --pid",
                              EXIT_FAILED)
-        schedule = soak_schedule(plan.requests, voices, args.formats, texts, args.seed)
-        say(f"soak: {plan.requests} requests, {plan.clients} clients, voices "
+        schedule = soak_schedule(plan.requests, voices, args.formats, texts, args.seed, mix)
+        leaving, bad, seeded = mix.counts(plan.requests)
+        say(f"soak: {plan.requests} requests ({leaving} leaving mid-stream, {bad} bad, "
+            f"{seeded} seeded), {plan.clients} clients, voices "
             f"{', '.join(f'{m}/{v}' for m, v in voices)}, formats {', '.join(args.formats)}; "
             f"RSS from {source.describe()}")
         record = await run_soak(client, url, schedule, plan, source, say)
+        if record.bodies:
+            say(f"sending the {len(record.bodies)} seeded requests again, one at a time")
+            await resend_seeded(client, url, schedule, record, plan.timeout_s)
     if record.results and all(r["error"] for r in record.results):
         raise BenchError(f"every request failed: {record.errors()}", EXIT_FAILED)
-    return {"plan": plan.__dict__, "voices": voices, "soak": record.to_dict(),
-            "table": soak_table(record)}
+    verdicts = soak_verdicts(record, len(schedule))
+    return {"plan": plan.__dict__, "mix": mix.__dict__, "voices": voices,
+            "soak": record.to_dict(), "table": soak_table(record),
+            "verdicts": [{"name": v.name, "passed": v.passed, "detail": v.detail}
+                         for v in verdicts],
+            "verdict_lines": [v.line() for v in verdicts]}
 
 
 def _sentences(path: Path) -> tuple[str, ...]:
@@ -206,9 +243,10 @@ def bench_soak(args: argparse.Namespace) -> int:
         record["url"] = url
         record.update(asyncio.run(_soak(args, url, pid)))
     print(record["table"])
+    print("\n".join(record["verdict_lines"]))
     if args.out:
         write_json(args.out, record)
         say(f"wrote {args.out}")
-    return 0
+    return EXIT_FAILED if any(v["passed"] is False for v in record["verdicts"]) else 0
 
 
