@@ -2,8 +2,8 @@
 the floors below it, so the layering docs/architecture.md draws cannot drift.
 
 The floors, lowest first (docs/architecture.md, Layout):
-0. plumbing: the package root (its version), errors, records, malloc, logging, failpoints, the memory
-   budget and gate, API keys, audio formats and text front ends;
+0. plumbing: the package root (its version), errors, records, malloc, logging, failpoints, the
+   memory budget and gate, API keys, audio formats and text front ends;
 1. the stage contract (`voxflow.stages`);
 2. model families (`voxflow.models`): stages, text and audio, never the engine;
 3. the settings (`voxflow.config`): a model's options are its family's settings type;

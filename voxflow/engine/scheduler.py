@@ -1,6 +1,17 @@
 """Stage queues and the batch formation policy.
 
-Policy, applied each time a worker asks for work (`StageQueue.next_batch`):
+The policy in one paragraph (docs/architecture.md, "Scheduling policy"): every item is *due*
+when its listener would otherwise wait (a first segment `ttfa_target_s` after arrival, a later
+piece when the audio already sent has played out, less `continuation_lead_s`). A worker takes
+the ready item first in two tiers, each by due (listeners about to hear silence and first audio
+still on time, then the rest), and fills a batch with items of the same key within the stage's
+caps (seeded items alone). Not ready: an item whose request's earlier part still runs on an
+in-order stage, whose earlier segment is undelivered on a serial-segments stage (unless due), or
+whose client is not reading. Shared workers take the next stage's items in the same order; lanes
+only split workers into urgent and the rest. `_priority` is the order, `_ready` and `_held` the
+readiness, `_form_batch` the batch.
+
+The rules in detail, applied each time a worker asks for work (`StageQueue.next_batch`):
 1. Items of cancelled requests are dropped (and counted), never run.
 2. Priority: two tiers, each by earliest playback deadline (`RequestState.due`, `rank`). A
    request's first segment is due when it arrives (plus `ttfa_target_s`); a later segment is

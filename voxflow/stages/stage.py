@@ -50,7 +50,9 @@ class Stage(ABC):
         workers: how many worker threads run this stage (with `bulk_workers`: its fast lane).
         bulk_workers: extra worker threads at a lower OS priority (nice + `bulk_nice`); with
             any, the `workers` take only urgent items (`urgent_in`; scheduler rule 7).
-        bulk_nice: how much lower the bulk workers' priority is (Linux nice steps, 1-19).
+        bulk_nice: how much lower the bulk workers' priority is (Linux nice steps, 1-19;
+            default 10, where the kernel's CFS weights give a bulk thread about a tenth of a
+            core beside a fast one; no family sets another, none was measured).
         bulk_promotion: a bulk run whose items turn urgent while it runs gets the fast
             lane's priority back, where the process may raise it (`voxflow.engine.promotion`).
         serves_next: its workers also take the next stage's items, by playback deadline

@@ -53,6 +53,16 @@ CUT_MARGIN_S = 0.05
 """Seconds kept free of a deadline cut's predicted run: the audio's trim, stretch and delivery
 after the graph."""
 
+CUT_SAFETY = 1.25
+"""A deadline cut's run is taken to last this many times its predicted time (a run's time
+varies with what starts beside it). A constant, not a setting (issue 41 item 4): no measurement
+compared another value; the deadline-cut A/B (docs/benchmarks.md, Kokoro) ran with 1.25."""
+
+MIN_CUT_TOKENS = 12
+"""Fewest phoneme tokens either side of a deadline cut (about two words): a segment that cannot
+be cut with this many on each side is rendered whole. A constant for the same reason as
+`CUT_SAFETY`."""
+
 
 @dataclass(frozen=True)
 class KokoroVoice:
@@ -194,13 +204,13 @@ class KokoroAcousticStage(Stage):
             return segment, None
         pace = self._family.pace
         budget = slack_s - CUT_MARGIN_S
-        most = pace.tokens_within(budget / s.cut_safety, runs)
+        most = pace.tokens_within(budget / CUT_SAFETY, runs)
         if most >= segment.token_ids.size:
             return segment, None  # on time whole
         reach = pace.tokens_within(budget, runs)  # on time without the safety factor
-        if reach < s.min_cut_tokens:
+        if reach < MIN_CUT_TOKENS:
             return segment, None  # late however it is cut: whole is cheapest
-        at = cut_index(segment.phonemes, max(most, s.min_cut_tokens), s.min_cut_tokens, reach)
+        at = cut_index(segment.phonemes, max(most, MIN_CUT_TOKENS), MIN_CUT_TOKENS, reach)
         if at is None:
             return segment, None
         with self._cuts_lock:

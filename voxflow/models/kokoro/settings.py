@@ -76,18 +76,8 @@ class KokoroSettings(BaseModel):
         "space of its phonemes, the rest queued as the segment's next part and sized again "
         "when it runs. The prediction is the measured pace per number of runs in progress. "
         "Never for a seeded request (its bytes must not depend on the load), nor for a whole "
-        "(non-streamed) response, nor where even `min_cut_tokens` would be late (the whole "
-        "segment is then cheapest).",
-    )
-    min_cut_tokens: int = Field(
-        12, ge=1, le=500,
-        description="Fewest phoneme tokens either side of a deadline cut (about two words): a "
-        "segment that cannot be cut with this many on each side is rendered whole.",
-    )
-    cut_safety: float = Field(
-        1.25, ge=1.0, le=5.0,
-        description="A run is taken to last this many times its predicted time when a "
-        "deadline cut is sized (a run's time varies with what starts beside it).",
+        "(non-streamed) response, nor where even a head of `MIN_CUT_TOKENS` (12, about two words; "
+        "voxflow.models.kokoro.model) would be late (the whole segment is then cheapest).",
     )
     # Kokoro pads each segment with up to ~0.3 s of silence before and ~0.6 s after the speech.
     segment_pause_s: float = Field(

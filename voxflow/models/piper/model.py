@@ -160,8 +160,8 @@ class PiperAcousticStage(Stage):
 
     def __init__(self, family: PiperFamily):
         s = family.settings
-        super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers, s.bulk_workers,
-                         s.bulk_nice, s.bulk_promotion)
+        super().__init__(s.max_batch_size, s.max_batch_phonemes, s.workers,
+                         bulk_workers=s.bulk_workers, bulk_promotion=s.bulk_promotion)
         self.serves_next = s.shares_workers  # the decoder stage's windows too (rule 8)
         self._family = family
         self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
@@ -495,7 +495,7 @@ class PiperDecoderStage(Stage):
         s = family.settings
         # with shared workers the acoustic stage's workers run its windows (scheduler rule 8)
         super().__init__(s.max_batch_size, None, 0 if s.shares_workers else s.workers,
-                         s.bulk_workers, s.bulk_nice, s.bulk_promotion)
+                         bulk_workers=s.bulk_workers, bulk_promotion=s.bulk_promotion)
         self._family = family
 
     def urgent_in(self, item: StageItem, slack_s: float, audio_flowing: bool) -> float:

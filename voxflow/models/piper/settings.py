@@ -61,9 +61,10 @@ class PiperSettings(BaseModel):
     solo_threads: int = Field(
         2, ge=0, le=256,
         description="Threads of a second session used by a segment that runs while no other "
-        "acoustic work does, so a lone request is not held to one core (0 = off). Seeded "
-        "requests always use the `intra_op_threads` session: their bytes must not depend on "
-        "the load.",
+        "acoustic work does, so a lone request is not held to one core (0 = off): TTFA p50 "
+        "alone 0.265 s against 0.430 s with 0, RTF 0.054 against 0.082, concurrency 2-8 "
+        "unchanged (one `bench run` per setting, docs/benchmarks.md). Seeded requests always "
+        "use the `intra_op_threads` session: their bytes must not depend on the load.",
     )
     whole_alone: bool = Field(
         True,
@@ -141,18 +142,13 @@ class PiperSettings(BaseModel):
     bulk_workers: int = Field(
         0, ge=0, le=64,
         description="Lanes (scheduler rule 7; off by default): this many acoustic and as many "
-        "decoder worker threads at a lower OS priority (nice + `bulk_nice`) take what is not "
-        "urgent, and the `workers` of each stage take only urgent work: a newcomer's encoder "
-        "run and first window while its first audio can be on time, a stream about to run "
-        "dry. The kernel then gives urgent work a core at once, ahead of a bulk run in "
-        "progress. Under load a first segment still on time is decoded as a "
+        "decoder worker threads at a lower OS priority (nice + 10, `Stage.bulk_nice`) take "
+        "what is not urgent, and the `workers` of each stage take only urgent work: a "
+        "newcomer's encoder run and first window while its first audio can be on time, a "
+        "stream about to run dry. The kernel then gives urgent work a core at once, ahead "
+        "of a bulk run in progress. Under load a first segment still on time is decoded as a "
         "`loaded_first_chunk_frames` window (fast lane) and the rest (bulk lane); other "
         "segments are decoded in line as without lanes. 0 = no lanes.",
-    )
-    bulk_nice: int = Field(
-        10, ge=1, le=19,
-        description="With `bulk_workers`: how much lower the bulk workers' priority is, in "
-        "Linux nice steps (10: a bulk thread gets about a tenth of a core beside a fast one).",
     )
     bulk_promotion: bool = Field(
         False,
