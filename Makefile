@@ -50,10 +50,11 @@ test: $(TEST_STAMP) $(NGINX)
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q
 
-# Unit tests only (no real server, voice or Whisper): seconds, not minutes.
+# The edit loop: ruff and the unit tests on every core, less the modules marked slow (real
+# networks and processes, tests/unit/conftest.py), which `make test` runs with the rest.
 test-fast: $(TEST_STAMP)
 	$(BIN)/ruff check voxflow tests
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q -n auto -m "not slow" tests/unit
 
 # ruff, and mypy over voxflow/ (settings in pyproject.toml, [tool.mypy]).
 lint: $(TEST_STAMP)
