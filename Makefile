@@ -51,7 +51,7 @@ test: $(TEST_STAMP) $(NGINX)
 	$(BIN)/python -m pytest -q
 
 # The edit loop: ruff and the unit tests on every core, less the modules marked slow (real
-# networks and processes, tests/unit/conftest.py), which `make test` runs with the rest.
+# networks and processes, tests/conftest.py), which `make test` runs with the rest.
 test-fast: $(TEST_STAMP)
 	$(BIN)/ruff check voxflow tests
 	$(BIN)/python -m pytest -q -n auto -m "not slow" tests/unit
