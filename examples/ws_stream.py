@@ -10,20 +10,29 @@ binary audio frame to `--out` and prints the events: which sentence starts when,
 first audio counted from the first word sent, and the totals at the end. Needs only the
 `websockets` package (a voxflow dependency). A session the server refuses (a bad config, a
 wrong API key) or closes early ends with its error printed and ``closed CODE REASON``, exit 1.
+
+The server is `--url` (default: the environment's ``VOXFLOW_URL``, else http://127.0.0.1:8000),
+with `--port` replacing its port. Where nothing listens, one line says so and how to start a
+server there, exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
+import os
 import re
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
+
+DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def tokens(text: str) -> list[str]:
@@ -68,11 +77,44 @@ async def receive(ws, out, started: list[float]) -> tuple[int, str]:
     return ws.close_code or 0, ws.close_reason or ""
 
 
+def server_url(url: str, port: int | None) -> str:
+    """`url` without a trailing slash, its port replaced by `port` when given."""
+    url = url.rstrip("/")
+    if port is None:
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 literal
+    return parts._replace(netloc=f"{host}:{port}").geturl()
+
+
+def no_server(url: str, exc: OSError) -> str:
+    """The one line for a server that cannot be reached at `url`: why, and (on this machine)
+    the command that starts one there."""
+    parts = urlsplit(url)
+    # a name with several addresses (localhost: ::1 and 127.0.0.1) fails with one OSError
+    # listing each address's error
+    refused = isinstance(exc, ConnectionRefusedError) or f"[Errno {errno.ECONNREFUSED}]" in str(exc)
+    reason = "connection refused" if refused else exc.strerror or str(exc) or type(exc).__name__
+    if parts.hostname in ("127.0.0.1", "localhost", "::1"):
+        start = f"start one with `voxflow serve --port {parts.port or 8000}`"
+    else:
+        start = "check that one runs there"
+    return f"no voxflow server at {url} ({reason}): {start}, or point --url/--port (or " \
+        "VOXFLOW_URL) at yours"
+
+
 async def main(args: argparse.Namespace) -> int:
-    text = Path(args.file).read_text(encoding="utf-8")
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"cannot read --file {args.file}: {exc}", file=sys.stderr)
+        return 1
     words = tokens(text)
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else None
-    url = args.url.rstrip("/").replace("http", "ws", 1) + "/v1/audio/speech/stream"
+    base = server_url(args.url, args.port)
+    url = base.replace("http", "ws", 1) + "/v1/audio/speech/stream"
     config = {"type": "config", "model": args.model, "voice": args.voice,
               "response_format": args.format}
     if args.seed is not None:
@@ -90,6 +132,12 @@ async def main(args: argparse.Namespace) -> int:
         print(f"refused: HTTP {exc.response.status_code} (is --api-key needed?)",
               file=sys.stderr)
         return 1
+    except InvalidURI:
+        print(f"--url {base} is not an http:// or https:// address", file=sys.stderr)
+        return 1
+    except OSError as exc:  # nothing listens there, or the host is unknown or unreachable
+        print(no_server(base, exc), file=sys.stderr)
+        return 1
     print(f"closed {code} {reason}; wrote {args.out}", file=sys.stderr)
     return 0 if code == 1000 else 1
 
@@ -99,7 +147,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--file", required=True, help="UTF-8 text to stream")
     p.add_argument("--delay-ms", type=float, default=50.0, help="pause between words (ms)")
     p.add_argument("--out", required=True, help="where the audio goes")
-    p.add_argument("--url", default="http://127.0.0.1:8000", help="the voxflow server")
+    p.add_argument("--url", default=os.environ.get("VOXFLOW_URL") or DEFAULT_URL,
+                   help=f"the voxflow server (default: $VOXFLOW_URL, else {DEFAULT_URL})")
+    p.add_argument("--port", type=int, default=None,
+                   help="the server's port, replacing the one of --url")
     p.add_argument("--model", default="piper")
     p.add_argument("--voice", default="joe")
     p.add_argument("--format", default="pcm", help="pcm (16-bit mono), wav, mp3, ...")

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from voxflow.api_keys import ENV_VAR, ApiKeysError, collect_api_keys, key_problem
+from voxflow.config_suggest import did_you_mean
 from voxflow.models.registry import family_settings_type
 
 # An Origin header's value: scheme://host[:port], nothing after it.
@@ -457,15 +458,22 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(value)
 
 
-def format_validation_error(err: ValidationError, prefix: str = "") -> str:
+def format_validation_error(
+    err: ValidationError, prefix: str = "", schema: type[BaseModel] | None = None
+) -> str:
     """``invalid configuration: PATH: MESSAGE; ...`` for each error of `err`, each path under
-    `prefix` (e.g. ``models[0].options.workers``)."""
+    `prefix` (e.g. ``models[0].options.workers``). With the `schema` that was validated, an
+    unknown key also names the valid key closest to it (``; did you mean 'port'?``,
+    `voxflow.config_suggest`)."""
     lines = []
     for e in err.errors():
         loc = prefix
         for part in e["loc"]:
             loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-        lines.append(f"{loc or '(root)'}: {e['msg']}")
+        hint = ""
+        if schema is not None and e["type"] == "extra_forbidden":
+            hint = did_you_mean(schema, e["loc"])
+        lines.append(f"{loc or '(root)'}: {e['msg']}{hint}")
     return "invalid configuration: " + "; ".join(lines)
 
 
@@ -514,7 +522,7 @@ def load_settings(
     try:
         settings = Settings.model_validate(tree)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from exc
+        raise ConfigError(format_validation_error(exc, schema=Settings)) from exc
     settings = settings.model_copy(update={
         "server": _with_api_keys(settings.server, os.environ if environ is None else environ),
         "models": [_with_family_options(i, m) for i, m in enumerate(settings.models)],
@@ -542,8 +550,10 @@ def _with_api_keys(server: ServerSettings, environ: Mapping[str, str]) -> Server
 def _with_family_options(index: int, model: ModelSettings) -> ModelSettings:
     """Validate `model.options` with its family's settings type; errors keep the full path."""
     raw = model.options if model.options is not None else {}
+    schema = family_settings_type(model.family)
     try:
-        options = family_settings_type(model.family).model_validate(raw)
+        options = schema.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, f"models[{index}].options")) from exc
+        where = f"models[{index}].options"
+        raise ConfigError(format_validation_error(exc, where, schema)) from exc
     return model.model_copy(update={"options": options})

@@ -98,9 +98,11 @@ class ModelNotFoundError(InvalidRequestError):
 
     status = 404
 
-    def __init__(self, model: str, served: list[str]):
+    def __init__(self, model: str, served: list[str], hint: str = ""):
+        """`hint`: a sentence added at the end (where another deployment serves `model`)."""
+        message = f"The model {echo(model)} does not exist. Served models: {', '.join(served)}."
         super().__init__(
-            f"The model {echo(model)} does not exist. Served models: {', '.join(served)}.",
+            f"{message} {hint}." if hint else message,
             param="model",
             code="model_not_found",
         )

@@ -16,6 +16,11 @@ LEVELS = ("debug", "info", "warning", "error")
 
 _FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
+SETTINGS_JSON_ENV = "VOXFLOW_LOG_SETTINGS_JSON"
+"""Set to ``1``, `voxflow serve` logs its whole settings as JSON at INFO as well as DEBUG
+(``settings: {...}``): `voxflow bench compare` sets it for the servers it starts, whose
+settings its record keeps (`voxflow.bench.compare.logged_settings`)."""
+
 
 class _StderrHandler(logging.StreamHandler):
     """A stream handler that writes to whatever `sys.stderr` is at the time of each record.

@@ -42,9 +42,11 @@ _HEADER = f"""\
 A deployment is one YAML file (`configs/piper.yaml` is the default, `configs/multi.yaml` serves
 Piper and Kokoro together) read once at start-up: `voxflow serve --config FILE`. Every field is
 optional except `models[].name` and `models[].family`; a field left out takes the default below,
-an unknown field or a value out of bounds stops start-up with a message naming it. Any field can
-be overridden from the command line with `--set section.field=value` (the value is read as YAML;
-lists by index: `--set models.0.options.workers=1`).
+an unknown field or a value out of bounds stops start-up with a message naming it (an unknown
+field with the closest valid one: `engine.max_inflight_request: Extra inputs are not permitted;
+did you mean 'max_inflight_requests'?`). Any field can be overridden from the command line with
+`--set section.field=value` (the value is read as YAML; lists by index:
+`--set models.0.options.workers=1`).
 
 The source of truth is `voxflow/config.py` and each family's `voxflow/models/*/settings.py`.
 """

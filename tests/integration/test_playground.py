@@ -1,6 +1,7 @@
 """The playground page (issue 14, item 1) in headless Chromium against the real server: lists
-from the API, speech heard while it streams, the waveform and spectrogram drawn, word
-highlighting from the server's word timings (Piper and Kokoro), the API's own
+from the API, speech heard while it streams, the waveform and spectrogram drawn (labelled, and
+saying what they will show before the first request), voices labelled with every language they
+speak, word highlighting from the server's word timings (Piper and Kokoro), the API's own
 error messages, the keyboard, downloads and the API key prompt.
 
 Playwright's Python API drives the system Chromium (Debian: ``apt-get install chromium``;
@@ -89,6 +90,10 @@ def options(page, select: str) -> list[str]:
     return page.eval_on_selector_all(f"{select} option", "els => els.map(e => e.value)")
 
 
+def labels(page, select: str) -> list[str]:
+    return page.eval_on_selector_all(f"{select} option", "els => els.map(e => e.textContent)")
+
+
 def served(url: str) -> tuple[list[str], list[dict]]:
     models = httpx.get(f"{url}/v1/models").json()["data"]
     voices = httpx.get(f"{url}/v1/audio/voices").json()["data"]
@@ -104,9 +109,31 @@ def test_the_page_lists_the_models_voices_and_languages_the_api_serves(multi_ser
         page.select_option("#model", model)
         mine = [v for v in voices if v["model"] == model]
         assert options(page, "#voice") == [v["id"] for v in mine]
+        # each voice labelled with every language it speaks, its own first (issue 41 item 8e)
+        assert labels(page, "#voice") == [f"{v['id']} ({', '.join(v['languages'])})"
+                                          for v in mine]
         default = next(v for v in mine if v["default"])
         assert page.input_value("#voice") == default["id"]
         assert options(page, "#language") == ["", *default["languages"]]
+    page.select_option("#model", "kokoro")
+    assert labels(page, "#voice")[0] == "jf_alpha (ja, en-US, en-GB)"  # Japanese reads English
+
+
+def test_the_canvases_say_what_they_show_before_the_first_request(multi_server, page):
+    # issue 41 item 8e: two unlabelled dark boxes told a fresh user nothing
+    open_page(page, multi_server.url)
+    captions = {}
+    for canvas in ("waveform", "spectrogram"):
+        caption = page.get_attribute(f"#{canvas}", "aria-labelledby")
+        assert caption, f"#{canvas} has no caption"
+        captions[canvas] = page.inner_text(f"#{caption}")
+        # the empty state's line is drawn: some pixels, not a painted picture
+        painted = page.evaluate(PAINTED, [canvas, BACKGROUND])
+        assert 300 < painted < 20_000, (canvas, painted)
+    assert captions == {
+        "waveform": "Waveform: the speech as it arrives, the orange line where playback is",
+        "spectrogram": "Spectrogram: frequency (0 Hz at the bottom) over time, brighter is "
+                       "louder"}
 
 
 @pytest.mark.parametrize(("model", "key"), [("piper", "Enter"), ("kokoro", " ")])

@@ -310,11 +310,12 @@ def test_serve_maps_flags_and_logs_the_settings_as_json(capsys, monkeypatch) -> 
     monkeypatch.setattr("voxflow.server.shutdown.serve_app", fake_run)
     monkeypatch.setattr("voxflow.server.app.create_app", lambda settings: ("app", settings))
     argv = ["serve", "--config", str(DEFAULT_CONFIG), "--host", "0.0.0.0", "--port", "9123",
-            "--set", "server.port=1", "--set", "engine.max_inflight_requests=4"]
+            "--set", "server.port=1", "--set", "engine.max_inflight_requests=4",
+            "--set", "server.log_level=debug"]  # the whole settings are logged at DEBUG
     _, err = run_ok(capsys, argv)
     assert calls["host"] == "0.0.0.0"
     assert calls["port"] == 9123  # --port wins over --set server.port
-    assert calls["log_level"] == "info"
+    assert calls["log_level"] == "debug"
     assert calls["drain_timeout_s"] == 30.0  # server.drain_timeout_s: SIGTERM drains this long
     settings = calls["app"][1]
     assert settings.engine.max_inflight_requests == 4
@@ -322,7 +323,7 @@ def test_serve_maps_flags_and_logs_the_settings_as_json(capsys, monkeypatch) -> 
     as_json = json.loads(logged.split("settings: ", 1)[1])
     # Every server field is logged: the defaults, with the flags' host, port and log level.
     assert as_json["server"] == {**ServerSettings().model_dump(mode="json"), "host": "0.0.0.0",
-                                 "port": 9123, "log_level": "info"}
+                                 "port": 9123, "log_level": "debug"}
     assert as_json["server"]["max_input_chars"] == 4096
     assert as_json["models"][0]["options"]["default_voice"] == "joe"
 

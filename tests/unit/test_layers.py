@@ -6,7 +6,8 @@ The floors, lowest first (docs/architecture.md, Layout):
    memory budget and gate, API keys, audio formats and text front ends;
 1. the stage contract (`voxflow.stages`);
 2. model families (`voxflow.models`): stages, text and audio, never the engine;
-3. the settings (`voxflow.config`): a model's options are its family's settings type;
+3. the settings (`voxflow.config`, `voxflow.config_suggest`, `voxflow.shipped_configs`): a
+   model's options are its family's settings type;
 4. the engine (`voxflow.engine`);
 5. the front ends: HTTP (`voxflow.server`) and Home Assistant's Wyoming (`voxflow.wyoming`);
 6. Ray Serve (`voxflow.ray`), which deploys the HTTP front end and owns its ``ray:`` section;
@@ -30,7 +31,7 @@ FLOORS: dict[str, int] = {
     "memory_budget": 0, "api_keys": 0, "audio": 0, "text": 0, "failpoints": 0, "__init__": 0,
     "stages": 1,
     "models": 2,
-    "config": 3,
+    "config": 3, "config_suggest": 3, "shipped_configs": 3,
     "engine": 4,
     "server": 5, "wyoming": 5,
     "ray": 6,

@@ -2,8 +2,10 @@
 
 An arm is ``NAME[:ENGINE]=COMMAND``. The command is run by ``/bin/sh`` in its own process group
 (its own session), with ``{port}`` replaced by a free port on 127.0.0.1 that the harness picked;
-its output goes to a log file. The harness polls the arm's health (`Adapter.ready`) until it
-answers, the process exits, or the start-up timeout passes. Stopping sends SIGTERM to the whole
+its output goes to a log file, and ``VOXFLOW_LOG_SETTINGS_JSON=1`` in its environment makes a
+voxflow server log its whole settings there (`voxflow.bench.compare.logged_settings`). The
+harness polls the arm's health (`Adapter.ready`) until it answers, the process exits, or the
+start-up timeout passes. Stopping sends SIGTERM to the whole
 group, then SIGKILL after a grace period; `ArmServer` is a context manager, so this happens on
 errors and on Ctrl-C too.
 
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from voxflow.bench.adapters import ENGINES, Adapter
 from voxflow.bench.errors import EXIT_FAILED, BenchError
+from voxflow.logging_setup import SETTINGS_JSON_ENV
 
 PORT_PLACEHOLDER = "{port}"
 HOST = "127.0.0.1"
@@ -98,6 +101,8 @@ class ArmServer:
             self.process = subprocess.Popen(
                 self.command, shell=True, cwd=self.arm.cwd, stdout=log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                # a voxflow arm logs its whole settings at INFO, for the record
+                env={**os.environ, SETTINGS_JSON_ENV: "1"},
             )
         return self
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from voxflow.config import Settings, load_settings, parse_override
 from voxflow.ray.settings import ray_settings
+from voxflow.shipped_configs import served_elsewhere
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +70,16 @@ def load_cli_settings(
     return settings
 
 
-def only_model(settings: Settings, name: str | None) -> Settings:
+def only_model(settings: Settings, name: str | None, command: str = "speak") -> Settings:
     """`settings` serving just model `name`, a served model or one of its aliases (all models
     when None).
 
+    Args:
+        command: the command that asked (``speak``, ``voices``), for the hint of the error.
+
     Raises:
-        CliError: `name` is neither a model of the settings nor an alias of one.
+        CliError: `name` is neither a model of the settings nor an alias of one; the message
+            names the shipped config that serves it, if one does (`served_elsewhere`).
     """
     if name is None:
         return settings
@@ -82,4 +87,8 @@ def only_model(settings: Settings, name: str | None) -> Settings:
         if name == spec.name or name in spec.aliases:
             return settings.model_copy(update={"models": [spec]})
     served = ", ".join(m.name for m in settings.models)
-    raise CliError(f"unknown model '{name}'; models in the config: {served}")
+    message = f"model '{name}' is not served by this config (its models: {served})"
+    rest = " ..." if command == "speak" else ""
+    elsewhere = served_elsewhere(name, f"voxflow {command} --config {{config}} --model "
+                                       f"{{model}}{rest}")
+    raise CliError(f"{message}; {elsewhere}" if elsewhere else message)

@@ -1,5 +1,5 @@
-"""`voxflow serve`: validate the settings, log them, run the HTTP server (or, with ``--ray``,
-deploy the same app on Ray Serve: `voxflow.ray.launch`)."""
+"""`voxflow serve`: validate the settings, log their summary, run the HTTP server (or, with
+``--ray``, deploy the same app on Ray Serve: `voxflow.ray.launch`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import ipaddress
 import logging
 
 from voxflow.cli.common import CliError, load_cli_settings
+from voxflow.cli.startup_summary import log_settings
 from voxflow.config import Settings
 from voxflow.logging_setup import configure_logging
 from voxflow.wyoming.address import wyoming_address
@@ -43,7 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         flags.update({"wyoming.enabled": True, "wyoming.host": host, "wyoming.port": port})
     settings = load_cli_settings(args, after={k: v for k, v in flags.items() if v is not None})
     configure_logging(settings.server.log_level)
-    log.info("settings: %s", settings.model_dump_json())  # API keys show as **********
+    log_settings(log, settings)  # a summary; every setting at DEBUG (API keys as **********)
     warn_if_open(settings.server.host, bool(settings.server.api_keys))
     if args.ray:
         if settings.wyoming.enabled:

@@ -11,6 +11,7 @@ from voxflow.bench.adapters import ENGINES
 from voxflow.bench.ceiling_command import add_ceiling
 from voxflow.bench.soak_command import add_soak
 from voxflow.cli.common import CliError
+from voxflow.cli.extras import missing_module_error
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return handler(args)
     except BenchError as exc:
         raise CliError(str(exc), exc.exit_code) from None
+    except ModuleNotFoundError as exc:  # --quality: Whisper and Resemblyzer (the eval extra)
+        raise missing_module_error(exc, f"voxflow bench {args.bench_command}") from None
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -137,3 +140,5 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return handler(args)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    except ModuleNotFoundError as exc:  # the eval extra is not installed (`make serve`)
+        raise missing_module_error(exc, f"voxflow eval {args.eval_command}") from None

@@ -76,7 +76,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 def cmd_voices(args: argparse.Namespace) -> int:
     """Print the voices of the configured models (a table, or JSON with ``--json``)."""
-    settings = only_model(load_cli_settings(args), args.model)
+    settings = only_model(load_cli_settings(args), args.model, "voices")
     configure_logging("info" if args.verbose else "warning", tracebacks=args.verbose)
     rows = voice_rows(settings)
     print(json.dumps(rows, indent=2) if args.json else format_table(rows))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from voxflow.config import OPENAI_VOICES, ConfigError, Settings
 from voxflow.errors import InvalidRequestError, ModelNotFoundError, echo
+from voxflow.shipped_configs import served_elsewhere
 
 if TYPE_CHECKING:
     from voxflow.engine.engine import Engine
@@ -116,10 +117,12 @@ class Aliases:
 
     def model_not_found(self, engine: Engine, model: str) -> ModelNotFoundError:
         """The 404 for an unknown `model`, listing the served models, then the aliases with
-        the model each stands for."""
+        the model each stands for; and the shipped config that serves it, if one does
+        (``configs/multi.yaml serves piper and kokoro: voxflow serve --config ...``)."""
         names = [*sorted(engine.models),
                  *(f"{a} (alias of {m})" for a, m in sorted(self.models.items()))]
-        return ModelNotFoundError(model, names)
+        hint = served_elsewhere(model, "voxflow serve --config {config}")
+        return ModelNotFoundError(model, names, hint)
 
     def resolve(self, engine: Engine, model: str, voice: str) -> tuple[str, str]:
         """The served model and voice a request's `model` and `voice` name.

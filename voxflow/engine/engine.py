@@ -50,6 +50,7 @@ from voxflow.memory_gate import GATE
 from voxflow.models.base import ModelFamily
 from voxflow.models.files import ModelFileError
 from voxflow.models.registry import family_class
+from voxflow.shipped_configs import LANGUAGE_HINTS
 from voxflow.stages.autoregressive import AutoregressiveStage
 from voxflow.stages.items import WHOLE_REQUEST, StageItem
 from voxflow.stages.stage import Stage
@@ -439,10 +440,18 @@ class Engine:
             kept=family.kept_scripts(request.voice, language),
             other_languages=others,
             voice_id=request.voice,
+            elsewhere=self._readers_elsewhere(),
         )
         if dropped:
             log.info("input: dropped %d letters in scripts that %s cannot read", dropped, label)
         return document
+
+    def _readers_elsewhere(self) -> dict[str, frozenset[str] | None]:
+        """The shipped models this deployment does not serve that read a language its
+        voices may not (`voxflow.shipped_configs.LANGUAGE_HINTS`: Kokoro's Japanese, from
+        configs/multi.yaml): their sentence for a refusal -> the scripts they read."""
+        return {hint.sentence(): readable_scripts((hint.tag,))
+                for hint in LANGUAGE_HINTS if hint.model not in self.models}
 
     def submit(
         self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None,

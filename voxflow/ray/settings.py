@@ -111,7 +111,7 @@ def ray_settings(settings: Settings) -> RaySettings:
     try:
         ray = RaySettings.model_validate(settings.ray)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, "ray")) from exc
+        raise ConfigError(format_validation_error(exc, "ray", RaySettings)) from exc
     # only a value the file sets: the plain server ignores ray:, so its default must never
     # refuse an engine configured small (the Ray path checks the derived one)
     room = settings.engine.max_inflight_requests + settings.engine.max_queued_requests

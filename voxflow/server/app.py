@@ -153,6 +153,17 @@ async def metrics(request: Request) -> Response:
     return Response(generate_latest(engine.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
+def voices_served(engine: Engine) -> str:
+    """``6 voices in 2 models (piper 1, kokoro 5)``: the loaded voices, counted per model, for
+    the start-up log's ready line."""
+    counts = {name: len(served.family.voices) for name, served in engine.models.items()
+              if served.family is not None}
+    total = sum(counts.values())
+    each = ", ".join(f"{name} {n}" for name, n in counts.items())
+    return (f"{total} voice{'s' if total != 1 else ''} in {len(counts)} "
+            f"model{'s' if len(counts) != 1 else ''} ({each})")
+
+
 def create_app(settings: Settings, engine: Engine | None = None, *,
                min_stream_chunk_s: float = 0.0, wyoming: bool = True) -> FastAPI:
     """Build the app; its lifespan starts `engine` (a new one from `settings` by default).
@@ -191,7 +202,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
         except ModelFileError as exc:  # logged as one line (voxflow.server.startup)
             app.state.startup_error = exc
             raise
-        log.info("ready after %.2f s", engine.ready_after_s or 0.0)
+        log.info("ready after %.2f s: %s", engine.ready_after_s or 0.0, voices_served(engine))
         # Home Assistant's Wyoming protocol, once the voices are loaded (voxflow.wyoming)
         wyoming = WyomingServer(engine, settings) if serve_wyoming else None
         app.state.wyoming = wyoming

@@ -266,6 +266,7 @@ def _refusal(
     voices: Mapping[str, frozenset[str] | None],
     other_languages: Mapping[str, frozenset[str] | None],
     voice_id: str,
+    elsewhere: Mapping[str, frozenset[str] | None],
 ) -> InvalidRequestError:
     """The unsupported_script 400 for a document mostly in scripts the voice cannot read."""
     scripts = _names(list(unreadable))
@@ -291,6 +292,8 @@ def _refusal(
         message += f" Voices that read it: {', '.join(readers)}."
     elif other is None:
         message += f" No served voice reads {scripts}."
+        message += next((f" {hint}" for hint, read in elsewhere.items()
+                         if not counts.mostly_unreadable(read)), "")
     return InvalidRequestError(message, param="input", code="unsupported_script")
 
 
@@ -304,6 +307,7 @@ def check_document(
     kept: frozenset[str] = frozenset(),
     other_languages: Mapping[str, frozenset[str] | None] | None = None,
     voice_id: str = "",
+    elsewhere: Mapping[str, frozenset[str] | None] | None = None,
 ) -> tuple[SpeechDocument, int]:
     """Refuse a document mostly in scripts the voice cannot read; drop the few others.
 
@@ -322,6 +326,9 @@ def check_document(
         other_languages: the voice's other languages -> their scripts; when one of them reads
             the input, the refusal says so (drop or change `language`).
         voice_id: the voice's name for that sentence.
+        elsewhere: a sentence naming a model this deployment does not serve -> the scripts
+            it reads; when no served voice reads the input, the refusal adds the first
+            sentence whose model would (`voxflow.shipped_configs.LANGUAGE_HINTS`).
     Returns:
         (the document with `drop_unreadable` applied to each run's text and
         `dropped_letters` set, letters dropped); the same document and 0 when nothing was
@@ -335,7 +342,8 @@ def check_document(
     if not unreadable or readable is None:
         return document, 0
     if counts.mostly_unreadable(readable):
-        raise _refusal(counts, unreadable, voice, voices, other_languages or {}, voice_id)
+        raise _refusal(counts, unreadable, voice, voices, other_languages or {}, voice_id,
+                       elsewhere or {})
     runs, total = [], 0
     for run in document.runs:
         if run.phonemes is not None:

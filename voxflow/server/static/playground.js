@@ -13,6 +13,11 @@ const LEAD_S = 0.02;            // scheduling margin for a chunk that arrives af
 const FFT_SIZE = 512;
 const HOP = 256;
 const BACKGROUND = "#111827";
+const EMPTY_TEXT = "#9ca3af";   // the empty state's words, before the first Speak
+const EMPTY = {
+  waveform: "The waveform of the speech appears here when you press Speak",
+  spectrogram: "Its spectrogram appears here",
+};
 
 const stats = { done: true };
 window.voxflowStats = stats;
@@ -103,7 +108,9 @@ async function loadLists() {
 function fillVoices() {
   const mine = voices.filter((v) => v.model === $("model").value);
   const fallback = (mine.find((v) => v.default) || mine[0] || {}).id;
-  fillSelect($("voice"), mine.map((v) => [v.id, `${v.id} (${v.language})`]), fallback);
+  // Every language the voice speaks, its own first: Kokoro's Japanese voices read English too.
+  fillSelect($("voice"), mine.map((v) => [v.id, `${v.id} (${v.languages.join(", ")})`]),
+             fallback);
   fillLanguages();
 }
 
@@ -265,6 +272,19 @@ class Playback {
 }
 
 // ---- drawing -----------------------------------------------------------------------------------
+
+// A canvas before the first Speak: its background and a line saying what will appear there.
+function drawEmpty(id) {
+  const canvas = $(id);
+  const g = canvas.getContext("2d");
+  g.fillStyle = BACKGROUND;
+  g.fillRect(0, 0, canvas.width, canvas.height);
+  g.fillStyle = EMPTY_TEXT;
+  g.font = "16px system-ui, sans-serif";
+  g.textAlign = "center";
+  g.textBaseline = "middle";
+  g.fillText(EMPTY[id], canvas.width / 2, canvas.height / 2);
+}
 
 // The seconds both canvases span: at least 4, growing by 4 as the audio does.
 function span(play) { return Math.max(4, Math.ceil(play.seconds() / 4) * 4); }
@@ -521,12 +541,7 @@ async function start() {
   $("key-button").addEventListener("click", () => openKeyDialog(""));
   $("key-form").addEventListener("submit", saveKey);
   $("key-cancel").addEventListener("click", () => $("key-dialog").close());
-  for (const id of ["waveform", "spectrogram"]) {
-    const canvas = $(id);
-    const g = canvas.getContext("2d");
-    g.fillStyle = BACKGROUND;
-    g.fillRect(0, 0, canvas.width, canvas.height);
-  }
+  for (const id of Object.keys(EMPTY)) drawEmpty(id);
   try {
     const health = await (await fetch("/health")).json();
     if (health.api_key_required) {
