@@ -25,7 +25,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from voxflow.config import ModelSettings, Settings
-from voxflow.models.registry import family_settings_type, known_families
+from voxflow.models.registry import builtin_families, family_settings_type
 from voxflow.ray.settings import RaySettings
 
 OWNED_SECTIONS: dict[str, type[BaseModel]] = {"ray": RaySettings}
@@ -190,8 +190,9 @@ def _intro(model: type[BaseModel]) -> str:
 
 
 def _families() -> list[str]:
-    """Known families, the default one (piper) first."""
-    return sorted(known_families(), key=lambda f: (f != "piper", f))
+    """The built-in families, the default one (piper) first. A family added by an installed
+    package's entry point is left out, so the reference does not depend on what is installed."""
+    return sorted(builtin_families(), key=lambda f: (f != "piper", f))
 
 
 def render() -> str:

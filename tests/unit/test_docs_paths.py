@@ -4,7 +4,8 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+        *sorted((REPO / "voxflow" / "models").glob("*/README.md"))]  # each family's own page
 
 
 def test_item10_docs_never_send_users_outside_the_repository():
@@ -18,4 +19,4 @@ def test_item10_text_files_named_with_dash_f_exist():
         for path in re.findall(r"(?:^|\s)-f\s+([\w./-]+\.txt)\b", doc.read_text()):
             seen += 1
             assert (REPO / path).is_file(), f"{doc.name}: {path}"
-    assert seen >= 2  # README and docs/architecture.md run `speak -f benchmarks/data/...`
+    assert seen >= 2  # README and the Kokoro family's README run `speak -f benchmarks/data/...`

@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 from voxflow import settings_doc
 from voxflow.config import Settings
-from voxflow.models.registry import family_settings_type, known_families
+from voxflow.models.registry import builtin_families, family_settings_type
 
 
 def test_item11_checked_in_configuration_md_matches_the_generator():
@@ -25,7 +25,7 @@ def test_item11_every_field_of_every_settings_model_is_documented():
         model = Settings.model_fields[section].annotation
         for name in model.model_fields:
             assert f"| `{section}.{name}` |" in text
-    for family in known_families():
+    for family in builtin_families():
         assert f"### Options of `family: {family}`" in text
         for name in family_settings_type(family).model_fields:
             assert f"| `models[].options.{name}` |" in text
