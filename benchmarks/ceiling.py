@@ -10,8 +10,8 @@ Runs the voice's graph on the texts' segments (voxflow's front end) in each conf
 processes x threads x batch (P x T at most twice the cores; Kokoro batch 1 only), each for a
 warm-up then a common window of --seconds, and prints audio-s/s and RTF per configuration, the
 best, and the requests per second that best gives at the texts' mean audio per request. What is
-counted and how: `voxflow/bench/ceiling.py`; how to read it: docs/benchmarks.md, "The machine's
-ceiling".
+counted and how: `voxflow/bench/ceiling.py`; how to read it: docs/benchmarks-archive.md, "The
+machine's ceiling" (the current figures: docs/benchmarks.md).
 """
 
 from __future__ import annotations

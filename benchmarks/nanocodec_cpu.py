@@ -52,7 +52,7 @@ Earlier runs of 2026-11-30 (stream.decode_chunk on a latent, before the stage's 
   every chunk paid oneDNN's per-call weight layout cost once per conv;
   layers.prepack_cpu_weight reorders the folded weights once at load.
 
-Runs through the stage's step: docs/benchmarks.md ("NanoCodec decode").
+Runs through the stage's step: docs/benchmarks-archive.md ("NanoCodec decode").
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def _arrived(seconds_ago: float, deadlines: Deadlines | None = None):
 def test_a_first_segment_due_sooner_goes_before_a_stream_running_dry_due_later():
     # Open loop near capacity: by the running-dry rule alone, a stream with 0.9 s of audio
     # left went ahead of a newcomer 0.2 s from its first-audio target, whose listener then
-    # waited past 1 s (the late first audios of docs/benchmarks.md, 2026-12-03 night).
+    # waited past 1 s (the late first audios of docs/benchmarks-archive.md, 2026-12-03 night).
     q, _ = _queue(KeyedStage(max_batch_size=1))
     stream = _playing(seconds_left=0.9)  # due in 0.4 s (0.5 s lead)
     soon = _arrived(0.8)  # first audio due in 0.2 s

@@ -192,7 +192,7 @@ class CeilingResult:
         """The machine's ceiling: the median of the best configuration's re-measures when
         there are any, else the sweep's best figure. The sweep's best is the largest of
         several noisy figures, so it reads high: the same configuration read 21.8-25.5
-        audio-s/s in single runs on one day here (docs/benchmarks.md); measured again, the
+        audio-s/s in single runs on one day here (docs/benchmarks-archive.md); measured again, the
         figure no longer carries the luck that made it the best.
 
         Raises:

@@ -26,8 +26,8 @@ The rules in detail, applied each time a worker asks for work (`StageQueue.next_
    about 1 s each). A late first segment also yields to first segments still on time
    (`late_first_yields`): its listener's service level is missed whatever runs next, and
    running it first made a burst of arrivals miss the next ones' too (open loop near
-   capacity, docs/benchmarks.md); under saturation a late one waits until the load falls.
-   Ties: request arrival order, then segment order.
+   capacity, docs/benchmarks-archive.md, 2026-12-03 (night)); under saturation a late one
+   waits until the load falls. Ties: request arrival order, then segment order.
 3. The head item picks the batch key; later items join only with an equal key (same voice and
    compatible options), up to `max_batch_size` items and ``len(batch) * max(cost) <=
    max_batch_cost`` (padding cap). The head item always runs, even if alone it exceeds the cap.
@@ -68,7 +68,7 @@ The rules in detail, applied each time a worker asks for work (`StageQueue.next_
    process runs as many compute threads as one stage has workers (the cores), and every run,
    whichever its stage, starts in playback-deadline order instead of the kernel sharing the
    cores among four threads whatever their deadlines. Piper (`shared_workers`): the acoustic
-   workers run the decoder stage's windows too (docs/benchmarks.md).
+   workers run the decoder stage's windows too (docs/benchmarks-archive.md, 2026-12-03 (evening)).
 9. Backlog: a request whose audio runs more than `server.max_buffered_audio_s` ahead of what
    its listener has read (`RequestState.backlogged`: a client that stopped reading), or that
    gave its admission slot back meanwhile and waits for one (`RequestState.parked`), is held in

@@ -58,8 +58,8 @@ class KokoroSettings(BaseModel):
     first_segment_chars: int | None = shared.first_segment_chars(100)
     # Off by default: on a 2-core Zen 1 host, where Kokoro runs at RTF 1.3, 30 characters with
     # growth 2 cut a lone request's first audio from 6.74 to 2.86 s but stalled every request
-    # and cost 12% more compute per audio second (docs/benchmarks.md). It pays only where the
-    # graph runs at RTF below 1 / segment_growth.
+    # and cost 12% more compute per audio second (docs/benchmarks-archive.md). It pays only
+    # where the graph runs at RTF below 1 / segment_growth.
     segment_growth: float | None = Field(
         None, ge=1.0, le=10.0,
         description="With `first_segment_chars`, each later segment's cap is this many times "

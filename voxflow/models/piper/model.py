@@ -230,8 +230,9 @@ class PiperAcousticStage(Stage):
         `urgent_margin_s` or less of its slack at the batch's formation): handed on, it would
         cross the decoder stage's queue within that lead, and under a standing backlog such
         continuations stalled (closed loop, concurrency 16: 70% of requests,
-        docs/benchmarks.md). Decided from the formation's `slack_s` and the frames the
-        phonemes predict, so the memory reservation (`working_set_bytes`) and the run agree.
+        docs/benchmarks-archive.md, 2026-12-03). Decided from the formation's `slack_s` and
+        the frames the phonemes predict, so the memory reservation (`working_set_bytes`) and
+        the run agree.
         A first segment is always handed on: decoded in line whole once late, the acoustic
         queue only grew (open loop at 85% of the bound: goodput 0.23 against 0.76)."""
         item = batch[b]
@@ -379,7 +380,7 @@ class PiperAcousticStage(Stage):
         """Under load, an unseeded segment's decode beyond its first audio goes to the decoder
         stage, so this stage's workers stay free for newcomers' first segments (their wait in
         this queue behind whole in-line decodes was most of a late first audio:
-        `docs/benchmarks.md`).
+        `docs/benchmarks-archive.md`, 2026-12-03 (morning)).
 
         A later segment, or any of a whole (non-streamed) response: all its windows, the
         fewest (as in line: no extra seam). A streamed first segment: at most

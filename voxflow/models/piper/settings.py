@@ -99,7 +99,7 @@ class PiperSettings(BaseModel):
         "sooner, and a clause is never cut in two (a sentence without one keeps "
         "`first_segment_chars`); null = off. Above `first_segment_chars` it acts as that. "
         "With `hand_on`: open-loop capacity 2.86 requests/s against 2.64 without either "
-        "(docs/benchmarks.md).",
+        "(docs/benchmarks-archive.md, 2026-12-03).",
     )
     decoder_chunk_frames: int | None = Field(
         512, ge=16, le=100_000,
@@ -158,7 +158,7 @@ class PiperSettings(BaseModel):
         "start-up log says so). It removes the bulk lane's late windows at 3.7 requests/s "
         "(single runs), but promoted runs take cores from newcomers' first windows: with it, "
         "`bench compare --runs 3` at 3 requests/s read goodput 0.909 [0.900-1.000] against "
-        "1.000 without (docs/benchmarks.md).",
+        "1.000 without (docs/benchmarks-archive.md, 2026-12-01).",
     )
     hand_on: bool = Field(
         True,
@@ -168,7 +168,7 @@ class PiperSettings(BaseModel):
         "decode) goes to the decoder stage, so newcomers do not wait behind whole in-line "
         "decodes (open loop on 2 cores, with `first_clause_chars` 60: capacity 2.86 "
         "requests/s [2.86-3.08] against 2.64 [1.98-3.08], first audio p99 at 2.64/s 0.59-0.70 s "
-        "against 0.82-1.43 s; closed loop within noise, no stalls; docs/benchmarks.md). "
+        "against 0.82-1.43 s; closed loop within noise, no stalls; docs/benchmarks-archive.md). "
         "false: segments decoded whole in line under load. Ignored with `bulk_workers`.",
     )
     loaded_first_chunk_frames: int = Field(
