@@ -12,14 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from voxflow.bench.compare import ratio, verdict
-from voxflow.bench.metrics import Spread
+from voxflow.bench.metrics import Spread, merge_errors, summarize
 from voxflow.bench.openloop import OpenLoopRun
-from voxflow.bench.openloop_report import (
-    capacities,
-    group_rates,
-    merge_rate_errors,
-    summarize_rates,
-)
+from voxflow.bench.openloop_report import RATE_NUMBERS, capacities, group_rates
 from voxflow.bench.report import fmt_number, fmt_spread, render_table
 
 RATE_METRICS: tuple[tuple[str, str, bool, int], ...] = (
@@ -58,13 +53,13 @@ def open_comparison(runs_by_arm: dict[str, list[OpenLoopRun]],
                             for arm in others if spreads[arm]},
             }
         for rate in rates[base].get(case, {}):
-            summaries = {arm: summarize_rates(rates[arm].get(case, {}).get(rate, []))
+            summaries = {arm: summarize(rates[arm].get(case, {}).get(rate, []), RATE_NUMBERS)
                          for arm in arms}
             entry["rates"].append({
                 "rate": rate,
                 "arms": {arm: {k: v.to_dict() for k, v in summaries[arm].items()}
                          for arm in arms},
-                "errors_by_kind": {arm: merge_rate_errors(rates[arm].get(case, {}).get(rate, []))
+                "errors_by_kind": {arm: merge_errors(rates[arm].get(case, {}).get(rate, []))
                                    for arm in arms},
                 "vs_base": {arm: {key: _vs(summaries[base][key], summaries[arm][key], lower)
                                   for key, _, lower, _ in RATE_METRICS}
