@@ -13,7 +13,7 @@ from typing import Any
 
 from voxflow.bench.metrics import Spread, merge_errors, spread, summarize
 from voxflow.bench.openloop import OpenLoopRun, RateStats
-from voxflow.bench.report import fmt_number, fmt_spread, render_table
+from voxflow.bench.report import fmt_number, fmt_spread, render_table, spread_table
 
 RATE_COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("goodput", "goodput", 3), ("ttfa_p50", "TTFA p50", 3), ("ttfa_p90", "p90", 3),
@@ -54,17 +54,7 @@ def capacities(runs: list[OpenLoopRun]) -> dict[str, dict[str, Spread]]:
 
 def rate_table(runs: list[OpenLoopRun]) -> str:
     """One row per case and fixed rate (requests/s), times in seconds."""
-    header = ["case", "rate", "ok/sent", *[title for _, title, _ in RATE_COLUMNS], "errors"]
-    rows = []
-    for case, rates in group_rates(runs).items():
-        for rate, stats in rates.items():
-            summary = summarize(stats, RATE_NUMBERS)
-            ok, sent = sum(s.ok for s in stats), sum(s.sent for s in stats)
-            errors = merge_errors(stats)
-            rows.append([case, f"{rate:g}", f"{ok}/{sent}",
-                         *[fmt_spread(summary[key], d) for key, _, d in RATE_COLUMNS],
-                         ", ".join(f"{k}: {v}" for k, v in errors.items()) or "0"])
-    return render_table(header, rows)
+    return spread_table("rate", group_rates(runs), RATE_COLUMNS, lambda rate: f"{rate:g}", "sent")
 
 
 def capacity_table(runs: list[OpenLoopRun]) -> str:
