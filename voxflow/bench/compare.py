@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,6 +159,11 @@ def ratio(base: Spread, other: Spread) -> float:
     return other.median / base.median if base.median else math.inf
 
 
+def versus(base: Spread, other: Spread, lower_is_better: bool) -> dict[str, Any]:
+    """`other` against `base`: the `ratio` of the medians and the `verdict`."""
+    return {"ratio": ratio(base, other), "verdict": verdict(base, other, lower_is_better)}
+
+
 def comparison(starts: list[ArmStart], arms: list[str]) -> dict[str, Any]:
     """Per case, concurrency and metric: each arm's spread, and ratio and verdict vs the base."""
     data = pooled(starts)
@@ -173,9 +178,8 @@ def comparison(starts: list[ArmStart], arms: list[str]) -> dict[str, Any]:
                 row["arms"][arm] = {k: v.to_dict() for k, v in summaries[arm].items()}
                 row["errors_by_kind"][arm] = merge_errors(data[arm][case][c])
             row["vs_base"] = {
-                arm: {m.key: {"ratio": ratio(summaries[base][m.key], summaries[arm][m.key]),
-                              "verdict": verdict(summaries[base][m.key], summaries[arm][m.key],
-                                                 m.lower_is_better)}
+                arm: {m.key: versus(summaries[base][m.key], summaries[arm][m.key],
+                                    m.lower_is_better)
                       for m in METRICS if m.result}
                 for arm in others
             }
@@ -184,23 +188,32 @@ def comparison(starts: list[ArmStart], arms: list[str]) -> dict[str, Any]:
     return result
 
 
+def vs_header(level: str, arms: Sequence[str]) -> list[str]:
+    """A comparison table's header: case, `level` (conc, rate), metric, each arm, and each
+    other arm's ratio and verdict against the base (the first arm)."""
+    base, others = arms[0], arms[1:]
+    header = ["case", level, "metric", f"{base} (base)", *others]
+    for arm in others:
+        header += [f"{arm}/{base}", f"verdict {arm}" if len(others) > 1 else "verdict"]
+    return header
+
+
+def vs_cells(arms: Sequence[str], per_arm: dict[str, Any], vs: dict[str, Any], key: str,
+             digits: int, absent: str = "n/a") -> list[str]:
+    """Each arm's spread of `key` (``-`` without one), then each other arm's ratio and verdict
+    against the base (`absent` for a metric without a verdict)."""
+    cells = [fmt_spread(Spread(**spread), digits) if (spread := per_arm.get(arm, {}).get(key))
+             else "-" for arm in arms]
+    for arm in arms[1:]:
+        v = vs.get(arm, {}).get(key, {"ratio": math.nan, "verdict": absent})
+        cells += [fmt_number(v["ratio"], 2), v["verdict"]]
+    return cells
+
+
 def comparison_table(result: dict[str, Any], arms: list[str]) -> str:
     """The terminal table: one row per case, concurrency and metric of `COMPARE_KEYS`."""
-    base, others = arms[0], arms[1:]
-    header = ["case", "conc", "metric", f"{base} (base)", *others]
-    for arm in others:
-        header += [f"{arm}/{base}", f"verdict {arm}"] if len(others) > 1 else [
-            f"{arm}/{base}", "verdict"]
-    rows = []
-    for case, levels in result.items():
-        for row in levels:
-            for key in COMPARE_KEYS:
-                metric = METRIC_BY_KEY[key]
-                cells = [case, str(row["concurrency"]), metric.label]
-                for arm in arms:
-                    cells.append(fmt_spread(Spread(**row["arms"][arm][key]), metric.digits))
-                for arm in others:
-                    vs = row["vs_base"][arm].get(key, {"ratio": math.nan, "verdict": "(load)"})
-                    cells += [fmt_number(vs["ratio"], 2), vs["verdict"]]
-                rows.append(cells)
-    return render_table(header, rows)
+    rows = [[case, str(row["concurrency"]), METRIC_BY_KEY[key].label,
+             *vs_cells(arms, row["arms"], row["vs_base"], key, METRIC_BY_KEY[key].digits,
+                       "(load)")]
+            for case, levels in result.items() for row in levels for key in COMPARE_KEYS]
+    return render_table(vs_header("conc", arms), rows)
