@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,14 +26,13 @@ from voxflow.bench.machine import git_state
 from voxflow.bench.metrics import (
     METRIC_BY_KEY,
     METRICS,
-    LevelStats,
     Spread,
     merge_errors,
     summarize,
 )
 from voxflow.bench.openloop import OpenLoopPlan, OpenLoopRun, run_open_loop
 from voxflow.bench.quality import synthesize_clips
-from voxflow.bench.report import fmt_number, fmt_spread, render_table
+from voxflow.bench.report import fmt_number, fmt_spread, group_levels, render_table
 from voxflow.bench.runner import Case, CaseRun, LevelGuard, SweepPlan, http_client, run_sweep
 
 COMPARE_KEYS = ("ttfa_p50", "audio_s_per_s", "rtf_p50", "stall_rate", "errors",
@@ -132,16 +130,6 @@ async def run_compare(
     return starts
 
 
-def pooled(starts: list[ArmStart]) -> dict[str, dict[str, dict[int, list[LevelStats]]]]:
-    """arm -> case -> concurrency -> stats of every start and repeat."""
-    out: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    for start in starts:
-        for run in start.runs:
-            for stats in run.levels:
-                out[start.arm][run.case][stats.concurrency].append(stats)
-    return out
-
-
 def verdict(base: Spread, other: Spread, lower_is_better: bool) -> str:
     """``better``/``worse`` for `other` against `base`, or ``within noise`` if ranges overlap."""
     if base.n == 0 or other.n == 0:
@@ -166,17 +154,19 @@ def versus(base: Spread, other: Spread, lower_is_better: bool) -> dict[str, Any]
 
 def comparison(starts: list[ArmStart], arms: list[str]) -> dict[str, Any]:
     """Per case, concurrency and metric: each arm's spread, and ratio and verdict vs the base."""
-    data = pooled(starts)
+    # arm -> case -> concurrency -> stats of every start and repeat
+    data = {arm: group_levels([r for s in starts if s.arm == arm for r in s.runs]) for arm in arms}
     base, others = arms[0], arms[1:]
     result: dict[str, Any] = {}
     for case, levels in data[base].items():
         rows = []
         for c in sorted(levels):
-            summaries = {arm: summarize(data[arm][case][c]) for arm in arms}
+            pooled = {arm: data[arm].get(case, {}).get(c, []) for arm in arms}
+            summaries = {arm: summarize(pooled[arm]) for arm in arms}
             row: dict[str, Any] = {"concurrency": c, "arms": {}, "errors_by_kind": {}}
             for arm in arms:
                 row["arms"][arm] = {k: v.to_dict() for k, v in summaries[arm].items()}
-                row["errors_by_kind"][arm] = merge_errors(data[arm][case][c])
+                row["errors_by_kind"][arm] = merge_errors(pooled[arm])
             row["vs_base"] = {
                 arm: {m.key: versus(summaries[base][m.key], summaries[arm][m.key],
                                     m.lower_is_better)
