@@ -567,12 +567,6 @@ def machine_facts() -> dict[str, Any]:
             "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
-def read_texts(path: Path) -> list[str]:
-    """Non-empty lines of a text file."""
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
-
-
 def _check_arguments(model: str, graph: str, texts: Sequence[str], seconds: float,
                      warmup_s: float, confirm: int) -> None:
     """`measure_ceiling`'s argument checks (its ValueErrors)."""

@@ -14,10 +14,10 @@ from voxflow.bench.ceiling import (
     ConfigResult,
     format_table,
     measure_ceiling,
-    read_texts,
 )
 from voxflow.bench.errors import EXIT_USAGE, BenchError
 from voxflow.bench.options import DEFAULT_SENTENCES, checked, non_negative_int, number
+from voxflow.bench.runner import Case
 
 DEFAULT_BATCHES = {"piper": [1, 2, 4, 8], "kokoro": [1]}
 
@@ -90,7 +90,7 @@ def bench_ceiling(args: argparse.Namespace) -> int:
               f"(other processes {r.other_cpu_pct:.1f}% CPU)", file=sys.stderr, flush=True)
 
     try:
-        texts = read_texts(args.texts)
+        texts = list(Case.from_file(args.texts).texts)
         result = measure_ceiling(args.model, texts, args.processes, args.threads, batches,
                                  args.seconds, args.warmup, args.graph, args.voice,
                                  progress=progress, confirm=args.confirm)
