@@ -16,9 +16,9 @@ from voxflow.bench.ceiling import (
     format_table,
     measure_ceiling,
     other_cpu_pct,
-    read_texts,
     sweep_grid,
 )
+from voxflow.bench.runner import Case
 
 SENTENCES = Path(__file__).resolve().parents[2] / "benchmarks/data/sentences.txt"
 
@@ -107,7 +107,7 @@ def test_a_tiny_real_piper_run_counts_the_audio_voxflow_serves():
     from voxflow.models.piper.settings import PiperSettings
     from voxflow.models.piper.synth import synthesize_batch
 
-    texts = read_texts(SENTENCES)[:2]
+    texts = list(Case.from_file(SENTENCES).texts[:2])
     ceiling = measure_ceiling("piper", texts, [1], [1], [1], seconds=1.0, warmup_s=0.2)
     (only,) = ceiling.results
     assert only.config == Config(1, 1, 1) and only.audio_s_per_s > 0 and only.rows > 0

@@ -7,7 +7,9 @@ import math
 import pytest
 
 from voxflow.bench.compare import ratio, verdict
-from voxflow.bench.metrics import Spread, level_stats, spread
+from voxflow.bench.metrics import Spread, level_stats, merge_errors, spread, summarize
+from voxflow.bench.openloop import Slo, rate_stats
+from voxflow.bench.openloop_report import RATE_NUMBERS
 from voxflow.bench.timeline import Timeline, percentile
 
 RATE = 1000  # Hz: 1000 samples = 1 s of audio, so durations read directly
@@ -111,6 +113,22 @@ def test_level_stats_refuses_unfinished_requests():
     running = Timeline(0, 0.0, RATE)
     with pytest.raises(ValueError, match="finished"):
         level_stats(1, [running])
+
+
+def test_summarize_and_merge_errors_pool_repeats_of_a_level_or_a_rate():
+    good = timeline(0.0, [(0.25, 1000)], done=1.0)
+    slow = timeline(0.0, [(0.75, 1000)], done=1.0)
+    refused = timeline(0.0, [], done=0.1, error="http_429")
+    timed_out = timeline(0.0, [], done=5.0, error="timeout")
+    levels = [level_stats(1, [good, refused]), level_stats(1, [slow, refused, timed_out])]
+    assert summarize(levels)["ttfa_p50"] == Spread(0.5, 0.25, 0.75, 2)
+    assert merge_errors(levels) == {"http_429": 2, "timeout": 1}
+    rates = [rate_stats(1.0, 1.0, [good, refused], Slo()),
+             rate_stats(1.0, 1.0, [slow, timed_out], Slo())]
+    summary = summarize(rates, RATE_NUMBERS)
+    assert set(summary) == set(RATE_NUMBERS)
+    assert summary["goodput"] == Spread(0.5, 0.5, 0.5, 2)
+    assert merge_errors(rates) == {"http_429": 1, "timeout": 1}
 
 
 def test_spread_is_median_and_range_ignoring_nan():

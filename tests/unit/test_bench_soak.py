@@ -43,7 +43,8 @@ def test_rss_is_read_from_the_prometheus_line_not_its_help_text():
 @pytest.mark.parametrize("text", ["", "voxflow_inflight_requests 0.0\n",
                                   "process_resident_memory_bytes NaN\n",
                                   "process_resident_memory_bytes -1\n",
-                                  "process_resident_memory_bytes\n"])
+                                  "process_resident_memory_bytes\n",
+                                  'process_resident_memory_bytes{pid="1"} 5\n'])
 def test_missing_or_invalid_rss_reads_as_none(text):
     assert parse_rss(text) is None
 

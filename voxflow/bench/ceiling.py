@@ -56,6 +56,8 @@ from typing import Any
 
 import numpy as np
 
+from voxflow.bench.idle import busy_cpu_s
+
 MODELS = ("piper", "kokoro")
 GRAPHS = {"piper": ("whole", "split"), "kokoro": ("whole",)}
 START_TIMEOUT_S = 300.0
@@ -404,15 +406,6 @@ def make_runner(work: Work, threads: int) -> Runner:
 
 # ---- the worker process ----
 
-def _busy_cpu_s() -> float:
-    """CPU seconds all processes of the machine have used (as `voxflow.bench.idle`)."""
-    import psutil
-
-    t = psutil.cpu_times()
-    not_busy = ("idle", "iowait", "guest", "guest_nice")
-    return sum(t) - sum(getattr(t, name, 0.0) for name in not_busy)
-
-
 def other_cpu_pct(parts: Sequence[dict[str, float]], cores: int) -> float:
     """Mean CPU percent of all cores used by processes other than the workers during the
     window: the machine's busy CPU seen by the worker whose window ran longest, less every
@@ -451,7 +444,7 @@ def _worker(work: Work, config: Config, index: int, warmup_s: float, seconds: fl
         while time.monotonic() < end:
             run_next()
         barrier.wait(timeout=START_TIMEOUT_S)  # every worker warm: the window starts
-        busy0, own0 = _busy_cpu_s(), time.process_time()
+        busy0, own0 = busy_cpu_s(), time.process_time()
         start = time.monotonic()
         stop = start + seconds
         served = raw = rows = calls = 0.0
@@ -466,7 +459,7 @@ def _worker(work: Work, config: Config, index: int, warmup_s: float, seconds: fl
             calls += share
             if t1 >= stop:
                 break
-        cpu = {"busy_s": _busy_cpu_s() - busy0, "own_s": time.process_time() - own0,
+        cpu = {"busy_s": busy_cpu_s() - busy0, "own_s": time.process_time() - own0,
                "elapsed_s": t1 - start}
         results.put((index, {"served": served / work.sample_rate, "raw": raw / work.sample_rate,
                              "rows": rows, "calls": calls, "load_s": load_s, "seen": seen,
@@ -572,12 +565,6 @@ def machine_facts() -> dict[str, Any]:
     return {"cores": os.cpu_count(), "machine": platform.machine(),
             "python": platform.python_version(), "onnxruntime": ort.__version__,
             "load_average": [round(x, 2) for x in os.getloadavg()]}
-
-
-def read_texts(path: Path) -> list[str]:
-    """Non-empty lines of a text file."""
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
 
 
 def _check_arguments(model: str, graph: str, texts: Sequence[str], seconds: float,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -13,10 +14,10 @@ from voxflow.bench.ceiling import (
     ConfigResult,
     format_table,
     measure_ceiling,
-    read_texts,
 )
 from voxflow.bench.errors import EXIT_USAGE, BenchError
-from voxflow.bench.options import DEFAULT_SENTENCES
+from voxflow.bench.options import DEFAULT_SENTENCES, checked, non_negative_int, number
+from voxflow.bench.runner import Case
 
 DEFAULT_BATCHES = {"piper": [1, 2, 4, 8], "kokoro": [1]}
 
@@ -33,24 +34,7 @@ def int_list(value: str) -> list[int]:
     return values
 
 
-def _seconds(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{value}' is not a number") from None
-    if not 0 <= number < float("inf"):
-        raise argparse.ArgumentTypeError(f"'{value}': give a number of seconds, at least 0")
-    return number
-
-
-def _count(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{value}' is not a whole number") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"'{value}': give a count of at least 0")
-    return number
+_seconds = checked(number, lambda v: 0 <= v < math.inf, "a number of seconds, at least 0")
 
 
 def add_arguments(p: argparse.ArgumentParser, texts_default: Path = DEFAULT_SENTENCES) -> None:
@@ -73,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser, texts_default: Path = DEFAULT_SENT
                    help="measured window per configuration (10)")
     p.add_argument("--warmup", type=_seconds, default=2.0, metavar="S",
                    help="warm-up per configuration before its window (2)")
-    p.add_argument("--confirm", type=_count, default=0, metavar="N",
+    p.add_argument("--confirm", type=non_negative_int, default=0, metavar="N",
                    help="measure the best configuration N more times after the sweep; the "
                    "ceiling is their median (0: the sweep's best figure, which reads high: "
                    "it is the largest of several noisy ones)")
@@ -106,7 +90,7 @@ def bench_ceiling(args: argparse.Namespace) -> int:
               f"(other processes {r.other_cpu_pct:.1f}% CPU)", file=sys.stderr, flush=True)
 
     try:
-        texts = read_texts(args.texts)
+        texts = list(Case.from_file(args.texts).texts)
         result = measure_ceiling(args.model, texts, args.processes, args.threads, batches,
                                  args.seconds, args.warmup, args.graph, args.voice,
                                  progress=progress, confirm=args.confirm)

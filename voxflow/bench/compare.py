@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,14 +26,13 @@ from voxflow.bench.machine import git_state
 from voxflow.bench.metrics import (
     METRIC_BY_KEY,
     METRICS,
-    LevelStats,
     Spread,
     merge_errors,
     summarize,
 )
 from voxflow.bench.openloop import OpenLoopPlan, OpenLoopRun, run_open_loop
 from voxflow.bench.quality import synthesize_clips
-from voxflow.bench.report import fmt_number, fmt_spread, render_table
+from voxflow.bench.report import fmt_number, fmt_spread, group_levels, render_table
 from voxflow.bench.runner import Case, CaseRun, LevelGuard, SweepPlan, http_client, run_sweep
 
 COMPARE_KEYS = ("ttfa_p50", "audio_s_per_s", "rtf_p50", "stall_rate", "errors",
@@ -132,16 +130,6 @@ async def run_compare(
     return starts
 
 
-def pooled(starts: list[ArmStart]) -> dict[str, dict[str, dict[int, list[LevelStats]]]]:
-    """arm -> case -> concurrency -> stats of every start and repeat."""
-    out: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    for start in starts:
-        for run in start.runs:
-            for stats in run.levels:
-                out[start.arm][run.case][stats.concurrency].append(stats)
-    return out
-
-
 def verdict(base: Spread, other: Spread, lower_is_better: bool) -> str:
     """``better``/``worse`` for `other` against `base`, or ``within noise`` if ranges overlap."""
     if base.n == 0 or other.n == 0:
@@ -159,23 +147,29 @@ def ratio(base: Spread, other: Spread) -> float:
     return other.median / base.median if base.median else math.inf
 
 
+def versus(base: Spread, other: Spread, lower_is_better: bool) -> dict[str, Any]:
+    """`other` against `base`: the `ratio` of the medians and the `verdict`."""
+    return {"ratio": ratio(base, other), "verdict": verdict(base, other, lower_is_better)}
+
+
 def comparison(starts: list[ArmStart], arms: list[str]) -> dict[str, Any]:
     """Per case, concurrency and metric: each arm's spread, and ratio and verdict vs the base."""
-    data = pooled(starts)
+    # arm -> case -> concurrency -> stats of every start and repeat
+    data = {arm: group_levels([r for s in starts if s.arm == arm for r in s.runs]) for arm in arms}
     base, others = arms[0], arms[1:]
     result: dict[str, Any] = {}
     for case, levels in data[base].items():
         rows = []
         for c in sorted(levels):
-            summaries = {arm: summarize(data[arm][case][c]) for arm in arms}
+            pooled = {arm: data[arm].get(case, {}).get(c, []) for arm in arms}
+            summaries = {arm: summarize(pooled[arm]) for arm in arms}
             row: dict[str, Any] = {"concurrency": c, "arms": {}, "errors_by_kind": {}}
             for arm in arms:
                 row["arms"][arm] = {k: v.to_dict() for k, v in summaries[arm].items()}
-                row["errors_by_kind"][arm] = merge_errors(data[arm][case][c])
+                row["errors_by_kind"][arm] = merge_errors(pooled[arm])
             row["vs_base"] = {
-                arm: {m.key: {"ratio": ratio(summaries[base][m.key], summaries[arm][m.key]),
-                              "verdict": verdict(summaries[base][m.key], summaries[arm][m.key],
-                                                 m.lower_is_better)}
+                arm: {m.key: versus(summaries[base][m.key], summaries[arm][m.key],
+                                    m.lower_is_better)
                       for m in METRICS if m.result}
                 for arm in others
             }
@@ -184,23 +178,32 @@ def comparison(starts: list[ArmStart], arms: list[str]) -> dict[str, Any]:
     return result
 
 
+def vs_header(level: str, arms: Sequence[str]) -> list[str]:
+    """A comparison table's header: case, `level` (conc, rate), metric, each arm, and each
+    other arm's ratio and verdict against the base (the first arm)."""
+    base, others = arms[0], arms[1:]
+    header = ["case", level, "metric", f"{base} (base)", *others]
+    for arm in others:
+        header += [f"{arm}/{base}", f"verdict {arm}" if len(others) > 1 else "verdict"]
+    return header
+
+
+def vs_cells(arms: Sequence[str], per_arm: dict[str, Any], vs: dict[str, Any], key: str,
+             digits: int, absent: str = "n/a") -> list[str]:
+    """Each arm's spread of `key` (``-`` without one), then each other arm's ratio and verdict
+    against the base (`absent` for a metric without a verdict)."""
+    cells = [fmt_spread(Spread(**spread), digits) if (spread := per_arm.get(arm, {}).get(key))
+             else "-" for arm in arms]
+    for arm in arms[1:]:
+        v = vs.get(arm, {}).get(key, {"ratio": math.nan, "verdict": absent})
+        cells += [fmt_number(v["ratio"], 2), v["verdict"]]
+    return cells
+
+
 def comparison_table(result: dict[str, Any], arms: list[str]) -> str:
     """The terminal table: one row per case, concurrency and metric of `COMPARE_KEYS`."""
-    base, others = arms[0], arms[1:]
-    header = ["case", "conc", "metric", f"{base} (base)", *others]
-    for arm in others:
-        header += [f"{arm}/{base}", f"verdict {arm}"] if len(others) > 1 else [
-            f"{arm}/{base}", "verdict"]
-    rows = []
-    for case, levels in result.items():
-        for row in levels:
-            for key in COMPARE_KEYS:
-                metric = METRIC_BY_KEY[key]
-                cells = [case, str(row["concurrency"]), metric.label]
-                for arm in arms:
-                    cells.append(fmt_spread(Spread(**row["arms"][arm][key]), metric.digits))
-                for arm in others:
-                    vs = row["vs_base"][arm].get(key, {"ratio": math.nan, "verdict": "(load)"})
-                    cells += [fmt_number(vs["ratio"], 2), vs["verdict"]]
-                rows.append(cells)
-    return render_table(header, rows)
+    rows = [[case, str(row["concurrency"]), METRIC_BY_KEY[key].label,
+             *vs_cells(arms, row["arms"], row["vs_base"], key, METRIC_BY_KEY[key].digits,
+                       "(load)")]
+            for case, levels in result.items() for row in levels for key in COMPARE_KEYS]
+    return render_table(vs_header("conc", arms), rows)

@@ -134,21 +134,15 @@ class PsutilLoad:
                 pass
         return total
 
-    def _busy_s(self) -> float:
-        # As psutil's own cpu_percent: guest time is already inside user time on Linux.
-        t = self._psutil.cpu_times()
-        not_busy = ("idle", "iowait", "guest", "guest_nice")
-        return sum(t) - sum(getattr(t, name, 0.0) for name in not_busy)
-
     def mark(self) -> tuple[float, float, float]:
         """Start measuring: (wall, busy CPU, own CPU) seconds now; pass it to `since`."""
-        return time.monotonic(), self._busy_s(), self._own_cpu_s()
+        return time.monotonic(), busy_cpu_s(), self._own_cpu_s()
 
     def since(self, mark: tuple[float, float, float]) -> float:
         """Mean CPU percent of all cores used by other processes since `mark`."""
         t0, busy0, own0 = mark
         wall = max(time.monotonic() - t0, 1e-9)
-        other = max(0.0, (self._busy_s() - busy0) - max(0.0, self._own_cpu_s() - own0))
+        other = max(0.0, (busy_cpu_s() - busy0) - max(0.0, self._own_cpu_s() - own0))
         return round(min(100.0 * other / (wall * self.cores), 100.0), 1)
 
     def sample(self) -> LoadSample:
@@ -156,6 +150,16 @@ class PsutilLoad:
         time.sleep(self.interval_s)
         cpu = self.since(start)
         return LoadSample(cpu, gpu_utilization() if self.has_gpu else None)
+
+
+def busy_cpu_s() -> float:
+    """CPU seconds all processes of the machine have used, counted as psutil's own cpu_percent
+    counts them (guest time is already inside user time on Linux)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    not_busy = ("idle", "iowait", "guest", "guest_nice")
+    return sum(t) - sum(getattr(t, name, 0.0) for name in not_busy)
 
 
 def gpu_utilization() -> float | None:

@@ -13,29 +13,27 @@ import math
 from typing import Protocol
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 RSS_METRIC = "process_resident_memory_bytes"
 
 
 def parse_rss(metrics_text: str) -> float | None:
-    """The value of ``process_resident_memory_bytes`` in a Prometheus text exposition.
+    """The value of ``process_resident_memory_bytes`` in a Prometheus text exposition, read by
+    prometheus_client's parser.
 
     Args:
         metrics_text: the body of ``GET /metrics`` (text format 0.0.4).
     Returns:
         Bytes (float, as Prometheus writes it, e.g. ``7.11e+08``), or None when the metric is
-        absent or its value is not a finite number >= 0.
+        absent, its value is not a finite number >= 0, or the body is not an exposition.
     """
-    for line in metrics_text.splitlines():
-        name, _, value = line.partition(" ")
-        if name != RSS_METRIC:  # also skips "# HELP"/"# TYPE" lines and labelled series
-            continue
-        try:
-            number = float(value.split()[0])
-        except (IndexError, ValueError):
-            return None
-        return number if math.isfinite(number) and number >= 0 else None
-    return None
+    try:
+        values = [sample.value for family in text_string_to_metric_families(metrics_text)
+                  for sample in family.samples if sample.name == RSS_METRIC and not sample.labels]
+    except ValueError:
+        return None
+    return values[0] if values and math.isfinite(values[0]) and values[0] >= 0 else None
 
 
 class RssSource(Protocol):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -162,13 +164,14 @@ NUMBER_FIELDS: tuple[str, ...] = tuple(
 """The `LevelStats` fields that are single numbers (all but concurrency and errors_by_kind)."""
 
 
-def summarize(stats: list[LevelStats]) -> dict[str, Spread]:
-    """`spread` of every number of `LevelStats` over several runs of the same level."""
-    return {key: spread([float(getattr(s, key)) for s in stats]) for key in NUMBER_FIELDS}
+def summarize(stats: Sequence[Any], keys: Sequence[str] = NUMBER_FIELDS) -> dict[str, Spread]:
+    """`spread` of each number `keys` names (default: every number of `LevelStats`) over
+    several runs of the same level, or of the same open-loop rate (`RateStats`)."""
+    return {key: spread([float(getattr(s, key)) for s in stats]) for key in keys}
 
 
-def merge_errors(stats: list[LevelStats]) -> dict[str, int]:
-    """Errors by kind summed over several runs of the same level."""
+def merge_errors(stats: Sequence[Any]) -> dict[str, int]:
+    """Errors by kind (`errors_by_kind`) summed over several runs of the same level or rate."""
     total: Counter[str] = Counter()
     for s in stats:
         total.update(s.errors_by_kind)

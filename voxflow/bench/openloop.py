@@ -39,7 +39,7 @@ from voxflow.bench.adapters import Adapter
 from voxflow.bench.client import Result, fetch
 from voxflow.bench.errors import BenchError
 from voxflow.bench.idle import GateResult
-from voxflow.bench.runner import KEEPALIVE_EXPIRY_S, Case
+from voxflow.bench.runner import Case, http_client
 from voxflow.bench.timeline import Timeline, percentile
 
 LEAD_S = 0.05
@@ -218,13 +218,6 @@ def rate_stats(rate: float, duration_s: float, timelines: list[Timeline], slo: S
     )
 
 
-def open_client() -> httpx.AsyncClient:
-    """A client with no cap on connections: an open loop must never queue in the client."""
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64,
-                          keepalive_expiry=KEEPALIVE_EXPIRY_S)
-    return httpx.AsyncClient(limits=limits, trust_env=False)
-
-
 async def run_rate(client: httpx.AsyncClient, adapter: Adapter, case: Case, rate: float,
                    plan: OpenLoopPlan) -> RateStats:
     """Send one rate's schedule (warm-up, then the measured window) and measure it."""
@@ -347,7 +340,7 @@ async def run_open_loop(
 ) -> list[OpenLoopRun]:
     """Every case's fixed rates, then its capacity search, `plan.repeats` times."""
     runs: list[OpenLoopRun] = []
-    async with open_client() as client:
+    async with http_client(None, keepalive=64) as client:
         for repeat in range(plan.repeats):
             for case in cases:
                 run = OpenLoopRun(case.name, repeat)

@@ -11,16 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from voxflow.bench.compare import ratio, verdict
-from voxflow.bench.metrics import Spread
+from voxflow.bench.compare import versus, vs_cells, vs_header
+from voxflow.bench.metrics import merge_errors, summarize
 from voxflow.bench.openloop import OpenLoopRun
-from voxflow.bench.openloop_report import (
-    capacities,
-    group_rates,
-    merge_rate_errors,
-    summarize_rates,
-)
-from voxflow.bench.report import fmt_number, fmt_spread, render_table
+from voxflow.bench.openloop_report import RATE_NUMBERS, capacities, group_rates
+from voxflow.bench.report import render_table
 
 RATE_METRICS: tuple[tuple[str, str, bool, int], ...] = (
     ("goodput", "goodput", False, 3), ("ttfa_p50", "TTFA p50 (s)", True, 3),
@@ -33,10 +28,6 @@ CAPACITY_METRICS: tuple[tuple[str, str, int], ...] = (
     ("rate", "capacity req/s", 3), ("audio_s_per_s", "capacity audio-s/s", 2),
 )
 """(Capacity number, label, decimals); higher is better for both."""
-
-
-def _vs(base: Spread, other: Spread, lower_is_better: bool) -> dict[str, Any]:
-    return {"ratio": ratio(base, other), "verdict": verdict(base, other, lower_is_better)}
 
 
 def open_comparison(runs_by_arm: dict[str, list[OpenLoopRun]],
@@ -53,20 +44,20 @@ def open_comparison(runs_by_arm: dict[str, list[OpenLoopRun]],
             entry["capacity"] = {
                 "arms": {arm: {k: v.to_dict() for k, v in s.items()}
                          for arm, s in spreads.items()},
-                "vs_base": {arm: {key: _vs(spreads[base][key], spreads[arm][key], False)
+                "vs_base": {arm: {key: versus(spreads[base][key], spreads[arm][key], False)
                                   for key, _, _ in CAPACITY_METRICS}
                             for arm in others if spreads[arm]},
             }
         for rate in rates[base].get(case, {}):
-            summaries = {arm: summarize_rates(rates[arm].get(case, {}).get(rate, []))
+            summaries = {arm: summarize(rates[arm].get(case, {}).get(rate, []), RATE_NUMBERS)
                          for arm in arms}
             entry["rates"].append({
                 "rate": rate,
                 "arms": {arm: {k: v.to_dict() for k, v in summaries[arm].items()}
                          for arm in arms},
-                "errors_by_kind": {arm: merge_rate_errors(rates[arm].get(case, {}).get(rate, []))
+                "errors_by_kind": {arm: merge_errors(rates[arm].get(case, {}).get(rate, []))
                                    for arm in arms},
-                "vs_base": {arm: {key: _vs(summaries[base][key], summaries[arm][key], lower)
+                "vs_base": {arm: {key: versus(summaries[base][key], summaries[arm][key], lower)
                                   for key, _, lower, _ in RATE_METRICS}
                             for arm in others},
             })
@@ -76,29 +67,14 @@ def open_comparison(runs_by_arm: dict[str, list[OpenLoopRun]],
 
 def open_comparison_table(result: dict[str, Any], arms: Sequence[str]) -> str:
     """One row per case and capacity number, then per case, fixed rate and metric."""
-    base, others = arms[0], arms[1:]
-    header = ["case", "rate", "metric", f"{base} (base)", *others]
-    for arm in others:
-        header += [f"{arm}/{base}", f"verdict {arm}" if len(others) > 1 else "verdict"]
     rows = []
-
-    def add(case: str, rate: str, label: str, per_arm: dict[str, Any], vs: dict[str, Any],
-            key: str, digits: int) -> None:
-        cells = [case, rate, label]
-        for arm in arms:
-            spread = per_arm.get(arm, {}).get(key)
-            cells.append(fmt_spread(Spread(**spread), digits) if spread else "-")
-        for arm in others:
-            v = vs.get(arm, {}).get(key, {"ratio": float("nan"), "verdict": "n/a"})
-            cells += [fmt_number(v["ratio"], 2), v["verdict"]]
-        rows.append(cells)
-
     for case, entry in result.items():
         if "capacity" in entry:
-            for key, label, digits in CAPACITY_METRICS:
-                add(case, "search", label, entry["capacity"]["arms"],
-                    entry["capacity"]["vs_base"], key, digits)
-        for row in entry["rates"]:
-            for key, label, _, digits in RATE_METRICS:
-                add(case, f"{row['rate']:g}", label, row["arms"], row["vs_base"], key, digits)
-    return render_table(header, rows)
+            cap = entry["capacity"]
+            rows += [[case, "search", label,
+                      *vs_cells(arms, cap["arms"], cap["vs_base"], key, digits)]
+                     for key, label, digits in CAPACITY_METRICS]
+        rows += [[case, f"{row['rate']:g}", label,
+                  *vs_cells(arms, row["arms"], row["vs_base"], key, digits)]
+                 for row in entry["rates"] for key, label, _, digits in RATE_METRICS]
+    return render_table(vs_header("rate", arms), rows)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from voxflow.bench.metrics import Spread, spread
+from voxflow.bench.metrics import Spread, merge_errors, spread, summarize
 from voxflow.bench.openloop import OpenLoopRun, RateStats
-from voxflow.bench.report import fmt_number, fmt_spread, render_table
+from voxflow.bench.report import fmt_number, fmt_spread, render_table, spread_table
 
 RATE_COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("goodput", "goodput", 3), ("ttfa_p50", "TTFA p50", 3), ("ttfa_p90", "p90", 3),
@@ -29,19 +29,6 @@ RATE_NUMBERS: tuple[str, ...] = (
     "audio_s_per_s", "send_lag_p99", "drain_s",
 )
 """The `RateStats` numbers summarized over repeats (and over arm starts in a comparison)."""
-
-
-def summarize_rates(stats: list[RateStats]) -> dict[str, Spread]:
-    """`spread` of every number of `RateStats` over several runs of the same rate."""
-    return {key: spread([float(getattr(s, key)) for s in stats]) for key in RATE_NUMBERS}
-
-
-def merge_rate_errors(stats: list[RateStats]) -> dict[str, int]:
-    total: dict[str, int] = defaultdict(int)
-    for s in stats:
-        for kind, n in s.errors_by_kind.items():
-            total[kind] += n
-    return dict(sorted(total.items()))
 
 
 def group_rates(runs: list[OpenLoopRun]) -> dict[str, dict[float, list[RateStats]]]:
@@ -67,17 +54,7 @@ def capacities(runs: list[OpenLoopRun]) -> dict[str, dict[str, Spread]]:
 
 def rate_table(runs: list[OpenLoopRun]) -> str:
     """One row per case and fixed rate (requests/s), times in seconds."""
-    header = ["case", "rate", "ok/sent", *[title for _, title, _ in RATE_COLUMNS], "errors"]
-    rows = []
-    for case, rates in group_rates(runs).items():
-        for rate, stats in rates.items():
-            summary = summarize_rates(stats)
-            ok, sent = sum(s.ok for s in stats), sum(s.sent for s in stats)
-            errors = merge_rate_errors(stats)
-            rows.append([case, f"{rate:g}", f"{ok}/{sent}",
-                         *[fmt_spread(summary[key], d) for key, _, d in RATE_COLUMNS],
-                         ", ".join(f"{k}: {v}" for k, v in errors.items()) or "0"])
-    return render_table(header, rows)
+    return spread_table("rate", group_rates(runs), RATE_COLUMNS, lambda rate: f"{rate:g}", "sent")
 
 
 def capacity_table(runs: list[OpenLoopRun]) -> str:
@@ -119,8 +96,8 @@ def open_loop_record(runs: list[OpenLoopRun]) -> dict[str, Any]:
     return {
         "runs": [r.to_dict() for r in runs],
         "rates": {case: [{"rate": rate, "summary": {k: v.to_dict() for k, v in
-                                                    summarize_rates(stats).items()},
-                          "errors_by_kind": merge_rate_errors(stats)}
+                                                    summarize(stats, RATE_NUMBERS).items()},
+                          "errors_by_kind": merge_errors(stats)}
                          for rate, stats in rates.items()]
                   for case, rates in group_rates(runs).items()},
         "capacity": {case: {k: v.to_dict() for k, v in cap.items()}

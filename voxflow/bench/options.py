@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
@@ -31,44 +33,48 @@ DEFAULT_WS_WORDS_PER_S = 20.0
 API_KEY_ENV = "VOXFLOW_BENCH_API_KEY"  # the key `--api-key` defaults to
 
 
-def positive_int(text: str) -> int:
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def per_level(text: str) -> int:
-    value = _int(text)
-    if value < MIN_PER_LEVEL:
-        raise argparse.ArgumentTypeError(
-            f"must be at least {MIN_PER_LEVEL} (requests per level = this x concurrency), "
-            f"got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
-
-
-def _int(text: str) -> int:
+def integer(text: str) -> int:
     try:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+N = TypeVar("N", int, float)
+
+
+def checked(parse: Callable[[str], N], ok: Callable[[N], bool], words: str) -> Callable[[str], N]:
+    """An option type: `parse` the text, then refuse a value that is not `ok` with ``must be
+    <words>, got <value>`` (an integer as parsed, a number as given)."""
+    def parse_checked(text: str) -> N:
+        value = parse(text)
+        if not ok(value):
+            shown = value if isinstance(value, int) else text
+            raise argparse.ArgumentTypeError(f"must be {words}, got {shown}")
+        return value
+    return parse_checked
+
+
+positive_int = checked(integer, lambda v: v >= 1, "at least 1")
+non_negative_int = checked(integer, lambda v: v >= 0, "0 or more")
+max_probes = checked(integer, lambda v: v >= 2, "at least 2")
+per_level = checked(integer, lambda v: v >= MIN_PER_LEVEL,
+                    f"at least {MIN_PER_LEVEL} (requests per level = this x concurrency)")
+positive_float = checked(number, lambda v: v > 0, "more than 0")
+non_negative_float = checked(number, lambda v: v >= 0, "0 or more")
+fraction = checked(positive_float, lambda v: v <= 1, "more than 0 and at most 1")
+"""A number in (0, 1]."""
+tolerance = checked(positive_float, lambda v: v < 1, "more than 0 and less than 1")
+"""A number in (0, 1)."""
+step_factor = checked(positive_float, lambda v: v > 1, "more than 1")
+"""A number above 1 (the capacity search's step)."""
 
 
 def concurrency_list(text: str) -> tuple[int, ...]:
@@ -101,47 +107,6 @@ def rate_list(text: str) -> tuple[float, ...]:
     if len(set(rates)) != len(rates):
         raise argparse.ArgumentTypeError(f"request rates repeat in {text!r}")
     return rates
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """A number in (0, 1]."""
-    value = positive_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 1, got {text}")
-    return value
-
-
-def tolerance(text: str) -> float:
-    """A number in (0, 1)."""
-    value = positive_float(text)
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and less than 1, got {text}")
-    return value
-
-
-def step_factor(text: str) -> float:
-    """A number above 1 (the capacity search's step)."""
-    value = positive_float(text)
-    if value <= 1:
-        raise argparse.ArgumentTypeError(f"must be more than 1, got {text}")
-    return value
-
-
-def max_probes(text: str) -> int:
-    value = _int(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"must be at least 2, got {value}")
-    return value
 
 
 def case_names(text: str) -> list[str]:

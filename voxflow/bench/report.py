@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from voxflow.bench.metrics import LevelStats, Spread, merge_errors, summarize
@@ -59,19 +60,27 @@ def group_levels(runs: list[CaseRun]) -> dict[str, dict[int, list[LevelStats]]]:
     return {case: dict(levels) for case, levels in grouped.items()}
 
 
-def run_table(runs: list[CaseRun]) -> str:
-    """The `bench run` table: one row per case and concurrency, times in seconds."""
-    header = ["case", "conc", "ok/sent", *[title for _, title, _ in RUN_COLUMNS], "errors"]
+def spread_table(key_header: str, grouped: dict[str, dict[Any, list[Any]]],
+                 columns: tuple[tuple[str, str, int], ...], key_cell: Callable[[Any], str],
+                 sent: str) -> str:
+    """One row per case and key (concurrency or rate): ok/`sent` summed over the repeats, each
+    column's spread (`columns`: stats field, header, decimals), and the errors by kind."""
+    header = ["case", key_header, "ok/sent", *[title for _, title, _ in columns], "errors"]
     rows = []
-    for case, levels in group_levels(runs).items():
-        for c, stats in levels.items():
-            summary = summarize(stats)
-            ok, sent = sum(s.ok for s in stats), sum(s.requests for s in stats)
+    for case, by_key in grouped.items():
+        for key, stats in by_key.items():
+            summary = summarize(stats, [field for field, _, _ in columns])
+            ok, total = sum(s.ok for s in stats), sum(getattr(s, sent) for s in stats)
             errors = merge_errors(stats)
-            rows.append([case, str(c), f"{ok}/{sent}",
-                         *[fmt_spread(summary[key], d) for key, _, d in RUN_COLUMNS],
+            rows.append([case, key_cell(key), f"{ok}/{total}",
+                         *[fmt_spread(summary[field], d) for field, _, d in columns],
                          ", ".join(f"{k}: {v}" for k, v in errors.items()) or "0"])
     return render_table(header, rows)
+
+
+def run_table(runs: list[CaseRun]) -> str:
+    """The `bench run` table: one row per case and concurrency, times in seconds."""
+    return spread_table("conc", group_levels(runs), RUN_COLUMNS, str, "requests")
 
 
 def runs_record(runs: list[CaseRun]) -> dict[str, Any]:

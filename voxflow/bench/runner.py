@@ -111,10 +111,12 @@ closes after 5 s, httpx's default expiry is also 5 s): at the same 5 s a request
 a connection the server was closing, and come back cut short."""
 
 
-def http_client(max_connections: int) -> httpx.AsyncClient:
-    """The client every request of a sweep goes through (keep-alive, no proxies from the env)."""
+def http_client(max_connections: int | None, keepalive: int | None = None) -> httpx.AsyncClient:
+    """The client every request of a run goes through (keep-alive, no proxies from the env):
+    `max_connections` at once (None: no cap, as an open loop must never queue in the client),
+    `keepalive` of them kept alive (default: all)."""
     limits = httpx.Limits(max_connections=max_connections,
-                          max_keepalive_connections=max_connections,
+                          max_keepalive_connections=keepalive or max_connections,
                           keepalive_expiry=KEEPALIVE_EXPIRY_S)
     return httpx.AsyncClient(limits=limits, trust_env=False)
 

@@ -401,20 +401,17 @@ def checkpoint_line(point: RssSample, start: RssSample, errors: int) -> str:
 
 def soak_table(record: SoakRecord) -> str:
     """One row per checkpoint: requests done, seconds, RSS and its change since the start."""
-    start = record.start
-    rows = []
-    for point in [p for p in (start,) if p] + record.checkpoints:
-        delta = (None if start is None or point.rss_bytes is None or start.rss_bytes is None
-                 else point.rss_bytes - start.rss_bytes)
-        rows.append([str(point.requests), f"{point.t_s:.0f}", _mib(point.rss_bytes),
-                     "-" if delta is None else f"{delta / MIB:+,.0f}"])
+    start, rest = record.start, record.at_rest
+
+    def row(label: str, point: RssSample) -> list[str]:
+        base = start.rss_bytes if start is not None else None
+        delta = None if base is None or point.rss_bytes is None else point.rss_bytes - base
+        return [label, f"{point.t_s:.0f}", _mib(point.rss_bytes),
+                "-" if delta is None else f"{delta / MIB:+,.0f}"]
+
+    rows = [row(str(p.requests), p) for p in [p for p in (start,) if p] + record.checkpoints]
+    rows += [row(f"{rest.requests} + at rest", rest)] if rest is not None else []
     peak = max((s.rss_bytes for s in record.samples if s.rss_bytes is not None), default=None)
-    rest = record.at_rest
-    if rest is not None:
-        delta = (None if start is None or rest.rss_bytes is None or start.rss_bytes is None
-                 else rest.rss_bytes - start.rss_bytes)
-        rows.append([f"{rest.requests} + at rest", f"{rest.t_s:.0f}", _mib(rest.rss_bytes),
-                     "-" if delta is None else f"{delta / MIB:+,.0f}"])
     table = render_table(["requests", "seconds", "RSS MiB", "vs start"], rows)
     errors = ", ".join(f"{k}: {v}" for k, v in record.errors().items()) or "none"
     kinds = Counter(r["kind"] for r in record.results)

@@ -67,35 +67,12 @@ def format_list(text: str) -> tuple[str, ...]:
     return names
 
 
-def _bounded(kind, limit):
-    def parse(text: str):
-        value = kind(text)
-        if value > limit:
-            raise argparse.ArgumentTypeError(f"must be at most {limit:g}, got {text}")
-        return value
-    return parse
+def _at_most(parse, limit):
+    return options.checked(parse, lambda v: v <= limit, f"at most {limit:g}")
 
 
-def _settle_seconds(text: str) -> float:
-    """0 to 600 seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value <= 600:
-        raise argparse.ArgumentTypeError(f"must be 0 to 600 seconds, got {text}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    """0 to 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be 0 to 1, got {text}")
-    return value
+_settle_seconds = options.checked(options.number, lambda v: 0 <= v <= 600, "0 to 600 seconds")
+_fraction = options.checked(options.number, lambda v: 0 <= v <= 1, "0 to 1")
 
 
 def add_soak(kinds) -> argparse.ArgumentParser:
@@ -111,15 +88,15 @@ def add_soak(kinds) -> argparse.ArgumentParser:
                        help="a running server on loopback (http://127.0.0.1:8000)")
     where.add_argument("--serve", metavar="COMMAND",
                        help="start this server command (with {port}) and stop it at the end")
-    p.add_argument("--requests", type=_bounded(options.positive_int, MAX_REQUESTS), default=360,
+    p.add_argument("--requests", type=_at_most(options.positive_int, MAX_REQUESTS), default=360,
                    metavar="N", help=f"requests to send (360, at most {MAX_REQUESTS})")
-    p.add_argument("--clients", type=_bounded(options.positive_int, MAX_CLIENTS), default=4,
+    p.add_argument("--clients", type=_at_most(options.positive_int, MAX_CLIENTS), default=4,
                    metavar="C", help="requests in flight (4)")
     p.add_argument("--every", type=options.positive_int, default=120, metavar="K",
                    help="print and record RSS after every K completed requests (120)")
     p.add_argument("--interval", type=options.positive_float, default=2.0, metavar="S",
                    help="also sample RSS every S seconds (2)")
-    p.add_argument("--max-seconds", type=_bounded(options.positive_float, MAX_SECONDS),
+    p.add_argument("--max-seconds", type=_at_most(options.positive_float, MAX_SECONDS),
                    default=3600.0, metavar="S", help="stop sending after S seconds (3600)")
     p.add_argument("--settle", type=_settle_seconds, default=3.0, metavar="S",
                    help="read RSS once more S seconds after the last request, at rest (3; 0: no)")
