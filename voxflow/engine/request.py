@@ -83,6 +83,9 @@ class SpeechRequest:
         streamed: True when the listener gets the audio as it is made (a streamed response);
             False when it gets the whole file at the end, so no segment's audio is needed
             before the last one's (a stage need not spend compute to make it early).
+        instructions: how to speak (OpenAI's `instructions`), non-empty, for a family that
+            follows them (`ModelFamily.follows_instructions`, checked by
+            `ModelFamily.check_instructions`); None otherwise (ignored ones are not carried).
     """
 
     model: str
@@ -94,6 +97,7 @@ class SpeechRequest:
     language: str | None = None
     timestamps: bool = False
     streamed: bool = True
+    instructions: str | None = None
 
 
 @dataclass(frozen=True)
@@ -224,6 +228,7 @@ class RequestState:
                 arrival=self.arrival,
                 timestamps=request.timestamps,
                 streamed=request.streamed,
+                instructions=request.instructions,
             )
         return self._info
 

@@ -176,6 +176,16 @@ class ModelFamily(ABC):
     def stages(self) -> list[Stage]:
         """The ordered stages; the first fans out into segments, the last yields audio."""
 
+    def check_instructions(self, instructions: str) -> None:
+        """Refuse `instructions` (non-empty) this family follows but cannot take: too long,
+        characters its prompt cannot hold. Only called when `follows_instructions`; default:
+        every string is taken.
+
+        Raises:
+            InvalidRequestError: a 400 with ``param: instructions`` saying why.
+        """
+        return None
+
     def languages(self, voice_id: str) -> tuple[str, ...]:
         """Language tags `voice_id` can speak, its own first (default: only its own)."""
         return (self.voices[voice_id].language,)

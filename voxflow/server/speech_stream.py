@@ -209,8 +209,15 @@ class StreamSession:
         self.access.fmt = config.response_format
         request = self.engine.resolve(SpeechRequest(
             config.model, "", config.voice_id, config.speed, config.seed,
-            language=config.language, timestamps=config.timestamps))
+            language=config.language, timestamps=config.timestamps,
+            instructions=config.instructions or None))
         family = self.engine.check_options(request)
+        if request.instructions and not family.follows_instructions:
+            # a stream has no response header to say they were ignored: refused
+            raise InvalidRequestError(
+                f"Model '{request.model}' does not follow instructions (its family "
+                f"'{family.family}' has no style prompt); leave them out of the config.",
+                param="instructions", code="unsupported_parameter")
         self.access.model, self.access.voice = request.model, request.voice  # served names
         voice = family.voices[request.voice]
         self._base = request

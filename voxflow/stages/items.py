@@ -44,6 +44,8 @@ class RequestInfo:
             audio is needed before the last segment's, so no compute is spent to make the
             first early (Kokoro's deadline cuts and Piper's small and early first windows
             skip it, where the request is unseeded).
+        instructions: how to speak (a style prompt), for a family that follows them
+            (`voxflow.models.base.ModelFamily.follows_instructions`); None: none given.
     """
 
     request_id: str
@@ -56,6 +58,7 @@ class RequestInfo:
     arrival: int = 0
     timestamps: bool = False
     streamed: bool = True
+    instructions: str | None = None
 
     @property
     def hurries(self) -> bool:

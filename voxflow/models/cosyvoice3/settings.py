@@ -109,6 +109,13 @@ class CosyVoice3Settings(BaseModel):
         'forbids every stop id; `"reference_sos_only"` forbids only the start id, as the '
         "reference does (it may stop after 0-2 tokens; for parity tests).",
     )
+    max_instruction_chars: int = Field(
+        1000, ge=1, le=10_000,
+        description="Longest `instructions` (style prompt) a request may send, in characters; "
+        "longer is a 400 (`instructions_too_long`). Every segment's LM prefill carries them "
+        "(about one token per 4 English characters); 1,000 holds the multi-line prompts "
+        "OpenAI clients send (a few hundred characters), the reference's own are under 50.",
+    )
     top_p: float = Field(
         0.8, gt=0, le=1, description="LM nucleus sampling: smallest set of tokens with this mass."
     )

@@ -148,9 +148,15 @@ class CosyVoice3LMStage(AutoregressiveStage[LMSegment]):
         voice: CosyVoice = family.voice_models[item.request.voice]
         text: TextSegment = item.payload
         device = models.device
+        prompt_text: Tensor = voice.prompt_text_ids
+        prompt_tokens: Tensor | None = voice.prompt_speech_tokens
+        if item.request.instructions is not None:  # instruct mode (spec addendum §2.3)
+            ins = family.instruct_prompts(item.request.instructions)
+            prompt_text = torch.tensor(ins, dtype=torch.int64, device=device)
+            prompt_tokens = None  # the LM gets none; the flow still takes the voice's
         with torch.inference_mode():
             prefill = models.lm.prefill_embeds(torch.from_numpy(text.ids).to(device),
-                                               voice.prompt_text_ids, voice.prompt_speech_tokens)
+                                               prompt_text, prompt_tokens)
         min_len, max_len = length_limits(int(text.ids.size), voice.prompt_tokens)
         max_len = min(max_len, models.max_speech_tokens(item.speed))
         sampler = RasSampler.from_seed(segment_seed(item.request.seed, item.segment),
