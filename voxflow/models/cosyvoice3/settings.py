@@ -109,6 +109,15 @@ class CosyVoice3Settings(BaseModel):
         'forbids every stop id; `"reference_sos_only"` forbids only the start id, as the '
         "reference does (it may stop after 0-2 tokens; for parity tests).",
     )
+    bistream_rule: Literal["corrected", "reference"] = Field(
+        "corrected",
+        description="Text streamed into one running generation (WebSocket sessions): "
+        '`"corrected"` feeds every prompt token, waits for 5 target ids before the first decode '
+        "when no prompt group is open, feeds nothing twice, allows only speech or fill before "
+        "the end of text and only speech or end after it, and caps the final phase at 20 "
+        'tokens per text id; `"reference"` reproduces the reference\'s `inference_bistream` '
+        "exactly, defects included (for parity tests).",
+    )
     max_instruction_chars: int = Field(
         1000, ge=1, le=10_000,
         description="Longest `instructions` (style prompt) a request may send, in characters; "
