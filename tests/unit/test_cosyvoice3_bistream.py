@@ -209,3 +209,19 @@ def test_embed_call_takes_each_position_from_its_table(lm):
         assert torch.equal(rows[0], lm.embed_speech(torch.tensor([S]))[0])
         assert torch.equal(rows[2], lm.embed_text(torch.tensor([151646]))[0])
         assert torch.equal(rows[9], lm.embed_speech(torch.tensor([4]))[0])
+
+
+def test_masks_leave_each_phase_only_its_own_ids():
+    from voxflow.models.cosyvoice3.lm_bistream import mask_scores
+
+    base = torch.linspace(-3.0, 0.0, S + 200)
+    allowed = {}
+    for kind in ("sos", "none", "speech_or_fill", "speech_or_eos"):
+        scores = base.clone()
+        mask_scores(scores, kind, S)
+        allowed[kind] = {i for i in range(S, S + 200) if scores[i] > float("-inf")}
+        assert torch.equal(scores[:S], base[:S])  # speech ids untouched
+    assert allowed["sos"] == set(range(S + 1, S + 200))  # the reference: eos etc. reachable
+    assert allowed["none"] == set(range(S, S + 200))
+    assert allowed["speech_or_fill"] == {FILL}  # corrected mixed phase (Q5)
+    assert allowed["speech_or_eos"] == {EOS}  # corrected final phase (Q5)
