@@ -376,6 +376,11 @@ class Engine:
         check_seed(request.seed)
         if request.instructions and family.follows_instructions:
             family.check_instructions(request.instructions)
+        if request.text_feed is not None and not family.streams_text_in:
+            raise InvalidRequestError(
+                f"Model '{request.model}' cannot take text while it speaks (its family "
+                f"'{family.family}' speaks each sentence on its own).",
+                param="text", code="unsupported_parameter")
         if request.timestamps and not family.word_timestamps:
             raise InvalidRequestError(
                 f"Model '{request.model}' cannot give word timestamps (its family "

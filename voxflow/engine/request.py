@@ -25,6 +25,7 @@ import numpy as np
 
 from voxflow.stages.items import RequestInfo
 from voxflow.stages.outputs import WordTiming
+from voxflow.stages.text_feed import TextFeed
 from voxflow.text.document import SpeechDocument
 
 
@@ -86,6 +87,9 @@ class SpeechRequest:
         instructions: how to speak (OpenAI's `instructions`), non-empty, for a family that
             follows them (`ModelFamily.follows_instructions`, checked by
             `ModelFamily.check_instructions`); None otherwise (ignored ones are not carried).
+        text_feed: where the rest of the text arrives while the request runs, for a family
+            that feeds one running generation (`ModelFamily.streams_text_in`); `text` is then
+            the first piece, which the caller also pushes into the feed. None: `text` is all.
     """
 
     model: str
@@ -98,6 +102,7 @@ class SpeechRequest:
     timestamps: bool = False
     streamed: bool = True
     instructions: str | None = None
+    text_feed: TextFeed | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -229,6 +234,7 @@ class RequestState:
                 timestamps=request.timestamps,
                 streamed=request.streamed,
                 instructions=request.instructions,
+                text_feed=request.text_feed,
             )
         return self._info
 

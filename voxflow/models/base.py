@@ -142,6 +142,9 @@ class ModelFamily(ABC):
     # True when the model reads a request's `instructions` (style prompts, gpt-4o-mini-tts
     # style); otherwise they are accepted and ignored, and the response says so.
     follows_instructions: ClassVar[bool] = False
+    # True when one request may take its text while it runs (`SpeechRequest.text_feed`: a
+    # WebSocket session feeding one running generation, voxflow.stages.text_feed).
+    streams_text_in: ClassVar[bool] = False
 
     def __init__(self, name: str, settings: BaseModel):
         self.name = name

@@ -59,6 +59,7 @@ class CosyVoice3Family(SavedVoices, ModelFamily):
     family = "cosyvoice3"
     warmup_text = "Hello."
     follows_instructions = True  # the instruct prompt (instruct.py; spec addendum §2)
+    streams_text_in = True  # one bistream generation per fed request (lm_stream.py)
     settings: CosyVoice3Settings
 
     def __init__(self, name: str, settings: CosyVoice3Settings):

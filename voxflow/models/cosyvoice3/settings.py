@@ -118,6 +118,12 @@ class CosyVoice3Settings(BaseModel):
         'tokens per text id; `"reference"` reproduces the reference\'s `inference_bistream` '
         "exactly, defects included (for parity tests).",
     )
+    bistream_text_timeout_s: float = Field(
+        30.0, gt=0, le=3600,
+        description="A generation fed with streamed text (a WebSocket session) that gets no "
+        "text and no end for this many seconds is ended (408 `text_timeout`) and its KV cache "
+        "freed. While it waits it holds the cache but takes no compute.",
+    )
     max_instruction_chars: int = Field(
         1000, ge=1, le=10_000,
         description="Longest `instructions` (style prompt) a request may send, in characters; "
