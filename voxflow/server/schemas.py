@@ -153,6 +153,13 @@ class StreamConfig(SpeechOptions):
     """The first message of `WS /v1/audio/speech/stream` (``"type": "config"`` taken off):
     the speech options of every sentence the stream speaks (docs/api.md)."""
 
+    bistream: StrictBool | None = Field(
+        None, description="voxflow extension: `true` feeds all the stream's text into one "
+        "running generation, so prosody carries across sentences (a model that can: "
+        "`cosyvoice3`, where it is the default); `false` speaks each sentence as a request of "
+        "its own."
+    )
+
     timestamps: StrictBool = Field(
         False, description="voxflow extension: `true` adds a `speech.word` event per word "
         "(start and end in seconds of the stream's audio, its span of the text sent); only "
