@@ -178,3 +178,30 @@ def test_a_stream_without_text_or_end_times_out_and_frees_its_state():
     assert (error.status, error.code) == (408, "text_timeout")
     assert "No text arrived for 0.3 s" in error.message
     assert freed == [(0, 0), (0, 0), (0, 0)]
+
+
+def test_the_reference_rules_error_fails_the_request_not_the_engine():
+    """`bistream_rule: reference` masks only sos in the mixed phase (Q5): with the tiny random
+    weights a seeded RAS draw soon picks another id >= S, which the reference raises on. The
+    request fails with that error; the engine serves the next request."""
+    async def main():
+        engine = _engine(bistream_rule="reference")
+        await engine.start()
+        try:
+            feed, stream = _fed(engine, PIECES[0])
+            feed.push("".join(PIECES[1:]))
+            feed.end()
+            try:
+                await stream.collect()
+            except Exception as exc:  # noqa: BLE001 (what the request ended with)
+                error = exc
+            after = await engine.submit(SpeechRequest("cosyvoice3", "Still fine.", VOICE,
+                                                      seed=1)).collect()
+            return error, after, await _states_freed(engine)
+        finally:
+            engine.stop()
+
+    error, after, freed = asyncio.run(main())
+    assert "should not get token" in str(error) and getattr(error, "status", None) == 500
+    assert _sha(after)[1] > 0
+    assert freed == [(0, 0), (0, 0), (0, 0)]
