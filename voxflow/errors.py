@@ -175,6 +175,22 @@ class ClientStalledError(VoxflowError):
         )
 
 
+class TextStalledError(VoxflowError):
+    """A request fed with text while it runs (a WebSocket stream feeding one generation) got
+    no text, and no end, for its model's text timeout: it is ended and its state freed (408
+    ``text_timeout``)."""
+
+    status = 408
+    type = "timeout_error"
+
+    def __init__(self, idle_s: float):
+        super().__init__(
+            f"No text arrived for {idle_s:g} s and the stream did not end; the generation was "
+            "ended. Send text (or an end message) more often.",
+            code="text_timeout",
+        )
+
+
 class EngineNotReadyError(VoxflowError):
     """The engine is starting or stopping (503)."""
 

@@ -108,3 +108,21 @@ def test_a_body_that_is_not_json_is_a_400_and_the_next_request_succeeds(server):
                    headers={"content-type": "application/json"}, timeout=30)
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
     assert speak(server.url, "After the bad body.", seed=6).status_code == 200
+
+
+def test_instructions_are_applied_said_so_and_checked(server):
+    soft = "Please say a sentence in a very soft voice."  # one of the 26 known-good ones
+    runs = [speak(server.url, seed=3, instructions=soft) for _ in range(2)]
+    for r in runs:
+        assert r.status_code == 200, r.text
+        assert r.headers["x-voxflow-instructions"] == "applied"
+        assert "x-voxflow-ignored" not in r.headers
+    assert runs[0].content == runs[1].content  # seeded: the same bytes
+    plain = speak(server.url, seed=3)
+    assert "x-voxflow-instructions" not in plain.headers and plain.content != runs[0].content
+    assert "x-voxflow-instructions" not in speak(server.url, seed=3, instructions="").headers
+    for bad, code in (("x" * 1001, "instructions_too_long"), ("a\x00b", "invalid_value")):
+        r = speak(server.url, instructions=bad)
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert (error["param"], error["code"]) == ("instructions", code) and error["message"]

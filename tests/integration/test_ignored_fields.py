@@ -27,6 +27,8 @@ def test_unknown_fields_and_instructions_are_ignored_and_named(joe_server, caplo
                                         "instructions": "Speak in a cheerful tone."})
     assert extras.status_code == 200, extras.text
     assert extras.headers["x-voxflow-ignored"] == "backend, temperature, instructions"
+    assert extras.headers["x-voxflow-instructions"] == "ignored"  # Piper has no style prompt
+    assert "x-voxflow-instructions" not in plain.headers
     assert extras.content == plain.content and len(plain.content) > 10_000
     lines = [r.getMessage() for r in caplog.records if r.name == "voxflow.access"]
     assert any(" ignored=backend,temperature,instructions client=" in line for line in lines)

@@ -157,6 +157,7 @@ BAD = [
     ([config(seed="42")], "invalid_type", "seed", 4400),
     ([config(temperature=0.3)], "unknown_parameter", "temperature", 4400),
     ([config(language="ja")], "unsupported_language", "language", 4400),
+    ([config(instructions="whisper")], "unsupported_parameter", "instructions", 4400),
     ([config(), config()], "invalid_message", "type", 4400),
     ([config(), {"type": "text", "text": 5}], "invalid_type", "text", 4400),
     ([config(), {"type": "end", "now": True}], "unknown_parameter", "now", 4400),

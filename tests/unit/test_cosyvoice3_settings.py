@@ -30,6 +30,7 @@ def test_defaults_tiny() -> None:
     assert (s.static_chunk_size, s.hop_len, s.max_hop_len) == (10, 5, 20)
     assert s.stream_scale_factor == 2 and s.token2wav_mode == "streaming"
     assert s.min_len_rule == "mask_all_stop"
+    assert s.bistream_rule == "corrected" and s.max_instruction_chars == 1000
     assert s.flow_max_batch_size == 8 and s.capture_enabled
     assert len(s.flow_capture_frame_buckets) == 20
     assert s.flow_capture_batch_sizes == (1, 2, 3, 4, 6, 8)
@@ -56,7 +57,7 @@ def test_hop_must_be_half_the_chunk() -> None:
 
 def test_defaults_match_the_modules() -> None:
     pytest.importorskip("torch")
-    from voxflow.models.cosyvoice3 import sampling, token2wav
+    from voxflow.models.cosyvoice3 import bistream, sampling, token2wav
     from voxflow.models.cosyvoice3.loader import CHECKPOINT_FILES
     from voxflow.models.cosyvoice3.settings import CHECKPOINT_FILES as OURS
 
@@ -69,6 +70,7 @@ def test_defaults_match_the_modules() -> None:
     assert (CosyVoice3Settings().hop_len, CosyVoice3Settings().max_hop_len) == (
         tiny.token_hop_len, tiny.token_max_hop_len)
     assert set(sampling.MIN_LEN_RULES) == {"mask_all_stop", "reference_sos_only"}
+    assert set(bistream.BISTREAM_RULES) == {"corrected", "reference"}  # = the setting's values
     assert OURS == CHECKPOINT_FILES
 
 
@@ -76,6 +78,8 @@ def test_unknown_and_bad_values() -> None:
     assert "Extra inputs are not permitted" in _error(hop=5)
     assert "token2wav_mode" in _error(token2wav_mode="realtime")
     assert "min_len_rule" in _error(min_len_rule="none")
+    assert "bistream_rule" in _error(bistream_rule="fixed")
+    assert "max_instruction_chars" in _error(max_instruction_chars=0)
     assert "estimator_dtype" in _error(estimator_dtype="float16")
     assert 'device must be "cpu", "cuda" or "cuda:N", got "gpu"' in _error(device="gpu")
     assert CosyVoice3Settings(device="cuda:1").device == "cuda:1"

@@ -9,6 +9,12 @@ See `voxflow.stages.autoregressive` for the policy. One loop per worker thread:
 4. route each step's emitted part downstream in order (the part index counts per segment; the
    `done` step's part is final); a finished, failed or cancelled segment leaves the set and its
    state is freed by `end` (one path for every outcome, and for every segment at shutdown).
+
+A segment the stage says is not `ready` (waiting for text that arrives while it runs) is parked:
+it stays in the set with its state, takes no step and leaves its batch slot to others. While
+every segment in the set is parked the loop polls the queue every `PARKED_POLL_S` (a cheap
+check, no forward) instead of blocking, so text arriving, a cancellation or a new segment is
+seen within that time.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from voxflow.stages.autoregressive import AutoregressiveStage, Step
 from voxflow.stages.items import StageBatch
 
 log = logging.getLogger(__name__)
+
+PARKED_POLL_S = 0.01
+"""Seconds between looks at the queue and the parked segments while all of them wait."""
 
 
 @dataclass
@@ -80,21 +89,24 @@ class AutoregressiveLoop:
             if run.job.state.cancelled:
                 self._leave(run)
         self.running = [r for r in self.running if r.alive]
-        room = self.stage.max_batch_size - len(self.running)
+        decoding = [r for r in self.running if self.stage.ready(r.state)]
+        room = self.stage.max_batch_size - len(decoding)  # parked segments hold no slot
         joined: list[_Running] = []
         if room > 0:
-            jobs = self.queue.next_batch(timeout=None if not self.running else 0, limit=room)
-            if not jobs and not self.running:
+            timeout = None if not self.running else 0 if decoding else PARKED_POLL_S
+            jobs = self.queue.next_batch(timeout=timeout, limit=room)
+            if not jobs and (not self.running or self.queue.closed):
                 return False  # closed
             self.queue.done(jobs)
             joined = [run for run in (self._begin(job) for job in jobs) if run is not None]
-        decoding = list(self.running)
-        self.running = decoding + joined  # what this loop holds, should the round raise
-        if joined:
-            self._step(joined)  # prefill: the joiners' first step, a batch of its own kind
+        held = self.running + joined  # what this loop holds, should the round raise
+        self.running = held
+        prefill = [r for r in joined if self.stage.ready(r.state)]
+        if prefill:
+            self._step(prefill)  # prefill: the joiners' first step, a batch of its own kind
         if decoding:
             self._step(decoding)
-        self.running = [r for r in decoding + joined if r.alive]
+        self.running = [r for r in held if r.alive]
         return True
 
     def _begin(self, job: Job) -> _Running | None:

@@ -354,7 +354,8 @@ class Engine:
         return family, self._read_in_language(request, family, document)
 
     def check_options(self, request: SpeechRequest) -> ModelFamily:
-        """Every check of `prepare` but the input's: model, voice, language, speed, seed and
+        """Every check of `prepare` but the input's: model, voice, language, speed, seed,
+        instructions (`ModelFamily.check_instructions`, for a family that follows them) and
         word timestamps (for a stream whose text comes later). Aliases must be resolved
         (`resolve`). Returns the family.
 
@@ -374,6 +375,13 @@ class Engine:
             family.resolve_language(request.voice, request.language, "")
         check_speed(request.speed)
         check_seed(request.seed)
+        if request.instructions and family.follows_instructions:
+            family.check_instructions(request.instructions)
+        if request.text_feed is not None and not family.streams_text_in:
+            raise InvalidRequestError(
+                f"Model '{request.model}' cannot take text while it speaks (its family "
+                f"'{family.family}' speaks each sentence on its own).",
+                param="text", code="unsupported_parameter")
         if request.timestamps and not family.word_timestamps:
             raise InvalidRequestError(
                 f"Model '{request.model}' cannot give word timestamps (its family "
@@ -470,6 +478,8 @@ class Engine:
         """
         request = self.resolve(request)
         family, document = self.prepare(request)
+        if request.instructions and not family.follows_instructions:
+            request = replace(request, instructions=None)  # ignored (the response says so)
         if not internal and not self.models[request.model].status == "ready":
             raise EngineNotReadyError(f"model '{request.model}' is still warming up")
         cfg = self.settings.engine

@@ -25,6 +25,7 @@ import numpy as np
 
 from voxflow.stages.items import RequestInfo
 from voxflow.stages.outputs import WordTiming
+from voxflow.stages.text_feed import TextFeed
 from voxflow.text.document import SpeechDocument
 
 
@@ -83,6 +84,12 @@ class SpeechRequest:
         streamed: True when the listener gets the audio as it is made (a streamed response);
             False when it gets the whole file at the end, so no segment's audio is needed
             before the last one's (a stage need not spend compute to make it early).
+        instructions: how to speak (OpenAI's `instructions`), non-empty, for a family that
+            follows them (`ModelFamily.follows_instructions`, checked by
+            `ModelFamily.check_instructions`); None otherwise (ignored ones are not carried).
+        text_feed: where the rest of the text arrives while the request runs, for a family
+            that feeds one running generation (`ModelFamily.streams_text_in`); `text` is then
+            the first piece, which the caller also pushes into the feed. None: `text` is all.
     """
 
     model: str
@@ -94,6 +101,8 @@ class SpeechRequest:
     language: str | None = None
     timestamps: bool = False
     streamed: bool = True
+    instructions: str | None = None
+    text_feed: TextFeed | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -224,6 +233,8 @@ class RequestState:
                 arrival=self.arrival,
                 timestamps=request.timestamps,
                 streamed=request.streamed,
+                instructions=request.instructions,
+                text_feed=request.text_feed,
             )
         return self._info
 

@@ -230,6 +230,12 @@ class StageQueue:
         if self.served_by is not None:
             self.served_by.wake()
 
+    @property
+    def closed(self) -> bool:
+        """True once `close` was called (workers finish)."""
+        with self._cond:
+            return self._closed
+
     def close(self) -> None:
         """Wake every worker; `next_batch` returns [] from now on."""
         with self._cond:

@@ -142,6 +142,9 @@ class ModelFamily(ABC):
     # True when the model reads a request's `instructions` (style prompts, gpt-4o-mini-tts
     # style); otherwise they are accepted and ignored, and the response says so.
     follows_instructions: ClassVar[bool] = False
+    # True when one request may take its text while it runs (`SpeechRequest.text_feed`: a
+    # WebSocket session feeding one running generation, voxflow.stages.text_feed).
+    streams_text_in: ClassVar[bool] = False
 
     def __init__(self, name: str, settings: BaseModel):
         self.name = name
@@ -175,6 +178,16 @@ class ModelFamily(ABC):
     @abstractmethod
     def stages(self) -> list[Stage]:
         """The ordered stages; the first fans out into segments, the last yields audio."""
+
+    def check_instructions(self, instructions: str) -> None:
+        """Refuse `instructions` (non-empty) this family follows but cannot take: too long,
+        characters its prompt cannot hold. Only called when `follows_instructions`; default:
+        every string is taken.
+
+        Raises:
+            InvalidRequestError: a 400 with ``param: instructions`` saying why.
+        """
+        return None
 
     def languages(self, voice_id: str) -> tuple[str, ...]:
         """Language tags `voice_id` can speak, its own first (default: only its own)."""

@@ -79,7 +79,7 @@ SPEECH_TYPES = ("audio/mpeg", "audio/wav", "audio/pcm", "audio/flac", "audio/ogg
 """Content types of a speech response (`response_format`; SSE with ``stream_format: "sse"``)."""
 
 EXPOSED_HEADERS = ("X-Request-Id", "X-Sample-Rate", "X-Dropped-Letters", "X-Voxflow-Ignored",
-                   "X-Voxflow-Unspeakable", "Retry-After")
+                   "X-Voxflow-Instructions", "X-Voxflow-Unspeakable", "Retry-After")
 """Response headers a browser page may read when CORS is on (`server.cors_origins`)."""
 
 

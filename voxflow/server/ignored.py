@@ -40,6 +40,19 @@ def ignored_fields(body: SpeechBody, family: ModelFamily) -> list[str]:
     return names
 
 
+INSTRUCTIONS_HEADER = "X-Voxflow-Instructions"
+
+
+def instructions_value(applied: bool, ignored: list[str]) -> str | None:
+    """The ``X-Voxflow-Instructions`` value: ``applied`` when the served model follows the
+    request's instructions (CosyVoice3's instruct prompt), ``ignored`` when it was sent some
+    and does not (they are then also named in `ignored`, the ``X-Voxflow-Ignored`` names);
+    None (no header) when none were sent."""
+    if applied:
+        return "applied"
+    return "ignored" if "instructions" in ignored else None
+
+
 def header_value(names: list[str]) -> str:
     """`names` as one header value, ``a, b`` (ASCII only: a name outside letters, digits and
     ``_.-``, or over 64 characters, shows as ``?``; past `MAX_NAMES`, ``+N more``)."""

@@ -7,7 +7,8 @@ and M* accept them, `language` (the text's language, for multilingual voices), `
 Types are strict: a string `seed` or a numeric `input` is a 400 naming the field, never coerced.
 Unknown top-level fields of a speech body are kept aside (`SpeechBody.unknown_fields`): the server's
 `server.unknown_fields` setting ignores them (named in a response header) or refuses them.
-`instructions` is accepted over HTTP; a model that cannot follow it ignores it, and says so.
+`instructions` is accepted; a model that cannot follow it ignores it over HTTP, and says so, and
+refuses it in a WebSocket stream's config (which has no response header to say so).
 """
 
 from __future__ import annotations
@@ -63,8 +64,11 @@ class SpeechOptions(BaseModel):
         json_schema_extra={"minimum": 0.25, "maximum": 4.0},
     )
     instructions: StrictStr | None = Field(
-        None, description="How to speak (gpt-4o-mini-tts style). A model that cannot follow "
-        "instructions ignores them and names `instructions` in `X-Voxflow-Ignored`."
+        None, description="How to speak (gpt-4o-mini-tts style). `cosyvoice3` follows them "
+        "(its instruct prompt; `X-Voxflow-Instructions: applied`); a model that cannot follow "
+        "instructions ignores them (`X-Voxflow-Instructions: ignored`, and `instructions` "
+        "named in `X-Voxflow-Ignored`). In a WebSocket stream's config only a model that "
+        "follows them takes them."
     )
     seed: StrictInt | None = Field(  # range checked by the engine (voxflow.engine.checks)
         None, description="0 to 2**63-1: the same request and seed give the same bytes.",
@@ -149,16 +153,15 @@ class StreamConfig(SpeechOptions):
     """The first message of `WS /v1/audio/speech/stream` (``"type": "config"`` taken off):
     the speech options of every sentence the stream speaks (docs/api.md)."""
 
+    bistream: StrictBool | None = Field(
+        None, description="voxflow extension: `true` feeds all the stream's text into one "
+        "running generation, so prosody carries across sentences (a model that can: "
+        "`cosyvoice3`, where it is the default); `false` speaks each sentence as a request of "
+        "its own."
+    )
+
     timestamps: StrictBool = Field(
         False, description="voxflow extension: `true` adds a `speech.word` event per word "
         "(start and end in seconds of the stream's audio, its span of the text sent); only "
         "for a model that times words (Piper)."
     )
-
-    @field_validator("instructions")
-    @classmethod
-    def _no_instructions(cls, value: str | None) -> str | None:
-        # a stream has no response header to say they were ignored: refused, as before
-        if value:
-            raise ValueError("instructions are not supported by the models served here")
-        return value

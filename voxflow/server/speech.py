@@ -108,7 +108,7 @@ def to_engine_request(body: SpeechBody, request_id: str | None = None,
     (`Engine.prepare`, `voxflow.engine.checks`), as for every other entry point."""
     speech = SpeechRequest(
         body.model, body.input, body.voice_id, body.speed, body.seed, language=body.language,
-        timestamps=body.timestamps, streamed=streamed,
+        timestamps=body.timestamps, streamed=streamed, instructions=body.instructions or None,
     )
     return replace(speech, request_id=request_id) if request_id else speech
 
@@ -157,6 +157,11 @@ def _headers(stream: SpeechStream, engine: Engine, ignored: list[str],
     headers = {"X-Sample-Rate": str(rate), "X-Request-Id": stream.request_id}
     if ignored:  # fields sent and not acted on (voxflow.server.ignored)
         headers[ignored_header.HEADER] = ignored_header.header_value(ignored)
+    # the engine keeps a request's instructions only where its model follows them
+    instructions = ignored_header.instructions_value(
+        stream.state.request.instructions is not None, ignored)
+    if instructions is not None:
+        headers[ignored_header.INSTRUCTIONS_HEADER] = instructions
     if engine.family(stream.state.request.model).random_weights_note() is not None:
         headers["X-Voxflow-Weights"] = "random"  # noise, not speech (/v1/models says more)
     if stream.state.unspeakable:  # only punctuation or symbols: the audio is a short silence

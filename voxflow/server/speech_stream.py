@@ -12,6 +12,12 @@ at most one admission slot and its segments never take the cores from each other
 scheduler's rule 6 does for the segments of one request). Synthesis being faster than real
 time, each segment is ready long before the client has played the one before.
 
+A model that can feed one running generation from the stream's text (`streams_text_in`:
+CosyVoice3; the config's `bistream`, on by default there) gets no sentences: the session submits
+one engine request at its first text, carrying a `TextFeed` every later text message is pushed
+into, and `end` ends the feed (issue 43 item 2). Its audio is one segment, streamed as the LM
+makes it while text still arrives; prosody does not restart at each sentence.
+
 The audio of all segments goes through one stream encoder, so the binary frames form one
 file of `response_format`. A client that closes the socket cancels its request in the engine
 at once (`SpeechStream.aclose`) and the session ends; an error is an ``error`` event and a
@@ -34,6 +40,7 @@ from voxflow.audio.stream import StreamEncoder, open_stream_encoder
 from voxflow.config import Settings
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import SpeechRequest
+from voxflow.engine.stream import SpeechStream
 from voxflow.errors import InvalidRequestError, ShuttingDownError, VoxflowError
 from voxflow.server.request_id import AccessRecord, accepted_request_id, log_access, new_request_id
 from voxflow.server.schemas import StreamConfig
@@ -52,12 +59,18 @@ from voxflow.server.stream_protocol import (
     session_event,
     stream_word_event,
 )
+from voxflow.stages.text_feed import TextFeed
 from voxflow.text.incremental import SentenceBuffer, TextSpan, speakable
 
 log = logging.getLogger(__name__)
 
 STREAM_PATH = "/v1/audio/speech/stream"
 
+
+FED_TIMEOUT_S = 3600.0
+"""Request timeout of a session's one fed generation (`StreamConfig.bistream`): it lasts as
+long as its text keeps coming (the model's text timeout ends a silent one), up to the model's
+length cap (300 s of audio for CosyVoice3)."""
 
 MAX_UNSPOKEN_INPUTS = 64
 """A session holds at most this many times `server.max_input_chars` of text received and not
@@ -101,6 +114,9 @@ class StreamSession:
         self._encoder: StreamEncoder | None = None
         self._speaker: asyncio.Task | None = None
         self._ended = False  # the client sent "end"
+        self._fed: TextFeed | None = None  # one fed generation (bistream): its text feed
+        self._fed_text = ""  # the text of the session so far, in the fed mode
+        self.bistream = False  # the session feeds one running generation
         self._closed = False  # a close was sent, or the client is gone
         self.samples = 0  # samples sent so far, at the voice's rate
         self.sample_rate = 0
@@ -191,7 +207,9 @@ class StreamSession:
         if self._buffer is None:
             raise invalid_message("The first message must be the 'config' message "
                                   '({"type": "config", "model": ..., "voice": ...}).')
-        if isinstance(message, TextMessage):
+        if self.bistream:
+            self._handle_fed(message)
+        elif isinstance(message, TextMessage):
             if self.access.first_byte_at is None and self._buffer.received_chars == 0:
                 self.access.started_at = time.perf_counter()  # TTFA counts from the first text
             self._queue(self._buffer.add(message.text))
@@ -209,8 +227,21 @@ class StreamSession:
         self.access.fmt = config.response_format
         request = self.engine.resolve(SpeechRequest(
             config.model, "", config.voice_id, config.speed, config.seed,
-            language=config.language, timestamps=config.timestamps))
+            language=config.language, timestamps=config.timestamps,
+            instructions=config.instructions or None))
         family = self.engine.check_options(request)
+        if config.bistream and not family.streams_text_in:
+            raise InvalidRequestError(
+                f"Model '{request.model}' cannot feed a stream's text into one generation (its "
+                f"family '{family.family}' speaks each sentence on its own); leave bistream "
+                "out or set it false.", param="bistream", code="unsupported_parameter")
+        self.bistream = family.streams_text_in if config.bistream is None else config.bistream
+        if request.instructions and not family.follows_instructions:
+            # a stream has no response header to say they were ignored: refused
+            raise InvalidRequestError(
+                f"Model '{request.model}' does not follow instructions (its family "
+                f"'{family.family}' has no style prompt); leave them out of the config.",
+                param="instructions", code="unsupported_parameter")
         self.access.model, self.access.voice = request.model, request.voice  # served names
         voice = family.voices[request.voice]
         self._base = request
@@ -221,7 +252,81 @@ class StreamSession:
         self._buffer = SentenceBuffer(self.max_chars, request.language or voice.language)
         await self._send_json(session_event(self.request_id, request.model, request.voice,
                                             config.response_format, rate))
-        self._speaker = asyncio.create_task(self._speak_all())
+        if not self.bistream:  # the fed generation's speaker starts with its first text
+            self._speaker = asyncio.create_task(self._speak_all())
+
+    # ---- one fed generation (bistream) -------------------------------------------------------
+    def _handle_fed(self, message: TextMessage | Control) -> None:
+        """The fed mode: every text message goes to the one generation's `TextFeed` (started
+        by the first text that is not only whitespace, which the engine checks as an input);
+        ``flush`` changes nothing (the LM takes text as it comes); ``end`` ends the feed."""
+        if isinstance(message, TextMessage):
+            if self.access.first_byte_at is None and not self._fed_text:
+                self.access.started_at = time.perf_counter()  # TTFA counts from the first text
+            self._fed_text += message.text
+            self.access.chars = len(self._fed_text)
+            if len(self._fed_text) > self.max_unspoken_chars:
+                raise InvalidRequestError(
+                    f"The stream sent {len(self._fed_text)} characters; one generation takes "
+                    f"at most {self.max_unspoken_chars} (MAX_UNSPOKEN_INPUTS x "
+                    "server.max_input_chars).", param="text", code="input_too_long")
+            if self._fed is not None:
+                self._fed.push(message.text)
+            elif self._fed_text.strip():
+                self._start_fed()
+        elif message.kind == "end":
+            self._ended = True
+            if self._fed is None:
+                self._start_fed()  # nothing speakable sent: the engine answers as for input
+            assert self._fed is not None
+            self._fed.end()
+
+    def _start_fed(self) -> None:
+        """Submit the session's one generation, its text so far pushed into a new feed."""
+        assert self._base is not None
+        feed = TextFeed()
+        feed.push(self._fed_text)
+        request = replace(self._base, text=self._fed_text, request_id=f"{self.request_id}-0",
+                          text_feed=feed)
+        stream = self.engine.submit(request, timeout_s=FED_TIMEOUT_S)
+        hold_saved_voice(self.engine, stream)
+        self._fed = feed
+        self._speaker = asyncio.create_task(self._speak_fed(stream))
+
+    async def _speak_fed(self, stream: SpeechStream) -> None:
+        """Send the fed generation's audio as it comes: one segment (0) whose start event
+        carries the text received by its first audio; then the done event and the close."""
+        assert self._encoder is not None
+        try:
+            started = False
+            async with stream:
+                async for chunk in stream:
+                    if not started:
+                        text = self._fed_text
+                        await self._send_json(segment_start_event(0, TextSpan(text, 0, len(text)),
+                                                                  0.0))
+                        started = True
+                    data = self._encoder.push(chunk.samples)
+                    self.samples += int(chunk.samples.size)
+                    if data:
+                        await self._send_bytes(data)
+                if not stream.done:
+                    raise _Gone  # closed under us
+            if not started:
+                text = self._fed_text
+                await self._send_json(segment_start_event(0, TextSpan(text, 0, len(text)), 0.0))
+            self.segments = 1
+            rate = self.sample_rate
+            await self._send_json(segment_end_event(0, self.samples, self.samples / rate))
+            await self._finish()
+            await self._inbox.put(("spoken", None))
+        except VoxflowError as exc:
+            await self._inbox.put(("failed", exc))
+        except _Gone:
+            await self._inbox.put(("gone", None))
+        except Exception:  # a bug: the generic 500, details in the log only
+            log.exception("speech stream %s: unexpected error", self.request_id)
+            await self._inbox.put(("failed", _server_error()))
 
     def _queue(self, spans: list[TextSpan]) -> None:
         for span in spans:
@@ -298,8 +403,8 @@ class StreamSession:
         tail = self._encoder.finish()
         if tail:
             await self._send_bytes(tail)
-        await self._send_json(done_event(self._buffer.received_chars,
-                                         self.samples / self.sample_rate))
+        chars = len(self._fed_text) if self.bistream else self._buffer.received_chars
+        await self._send_json(done_event(chars, self.samples / self.sample_rate))
         self.access.status, self.access.complete = 200, True
         await self._close(NORMAL_CLOSURE, "done")
 

@@ -98,6 +98,14 @@ class AutoregressiveStage(Stage, Generic[S]):
             Exception: the item fails alone (bad payload, no free cache slot).
         """
 
+    def ready(self, state: S) -> bool:
+        """Whether the segment can take a step now. False parks it: it keeps its decode state
+        (a KV cache) and its place in the running set, but no step runs for it and it does not
+        count against `max_batch_size`, until this turns True (text arrived for a request fed
+        while it runs: `voxflow.stages.text_feed`). Called on the worker thread before every
+        step. Default: always."""
+        return True
+
     @abstractmethod
     def step(self, batch: StageBatch, states: Sequence[S]) -> list[Step | BaseException]:
         """Advance every item by one step; `batch.step[i]` is item i's step number (0: its

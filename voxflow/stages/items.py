@@ -17,6 +17,8 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
+from voxflow.stages.text_feed import TextFeed
+
 P = TypeVar("P")
 
 WHOLE_REQUEST = -1
@@ -44,6 +46,11 @@ class RequestInfo:
             audio is needed before the last segment's, so no compute is spent to make the
             first early (Kokoro's deadline cuts and Piper's small and early first windows
             skip it, where the request is unseeded).
+        instructions: how to speak (a style prompt), for a family that follows them
+            (`voxflow.models.base.ModelFamily.follows_instructions`); None: none given.
+        text_feed: the text that arrives after submission, for a request that feeds one
+            running generation (`TextFeed`; a family with
+            `voxflow.models.base.ModelFamily.streams_text_in`); None: the text is all known.
     """
 
     request_id: str
@@ -56,6 +63,8 @@ class RequestInfo:
     arrival: int = 0
     timestamps: bool = False
     streamed: bool = True
+    instructions: str | None = None
+    text_feed: TextFeed | None = field(default=None, compare=False)
 
     @property
     def hurries(self) -> bool:

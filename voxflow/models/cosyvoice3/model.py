@@ -18,6 +18,7 @@ import logging
 import torch
 
 from voxflow.models.base import ModelFamily, Voice
+from voxflow.models.cosyvoice3.instruct import InstructPrompts, check_instruction
 from voxflow.models.cosyvoice3.settings import CosyVoice3Settings
 from voxflow.models.cosyvoice3.stages import (
     CosyVoice3FrontendStage,
@@ -57,6 +58,8 @@ class CosyVoice3Family(SavedVoices, ModelFamily):
 
     family = "cosyvoice3"
     warmup_text = "Hello."
+    follows_instructions = True  # the instruct prompt (instruct.py; spec addendum §2)
+    streams_text_in = True  # one bistream generation per fed request (lm_stream.py)
     settings: CosyVoice3Settings
 
     def __init__(self, name: str, settings: CosyVoice3Settings):
@@ -66,6 +69,7 @@ class CosyVoice3Family(SavedVoices, ModelFamily):
                              "(the flow's graphs cannot be captured)")
         self.models: Models = load_models(settings)
         self.tokenizer: CosyVoice3Tokenizer = default_tokenizer()
+        self.instruct_prompts = InstructPrompts(self.tokenizer)
         self._init_saved_voices()
         self.voice_models: dict[str, CosyVoice] = self._load_voices()
         self._prompts: dict[str, FlowPrompt] = {
@@ -95,6 +99,10 @@ class CosyVoice3Family(SavedVoices, ModelFamily):
             raise VoiceError(f"model {self.name}: no voices (set voices_dir to a folder of "
                              "NAME.safetensors voice files)")
         return voices
+
+    def check_instructions(self, instructions: str) -> None:
+        """`instruct.check_instruction` against `max_instruction_chars` (a 400 naming why)."""
+        check_instruction(instructions, self.settings.max_instruction_chars)
 
     def flow_prompt(self, voice_id: str) -> FlowPrompt:
         """The flow's share of a served voice, on the models' device (built once at load)."""

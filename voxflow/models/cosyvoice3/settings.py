@@ -109,6 +109,28 @@ class CosyVoice3Settings(BaseModel):
         'forbids every stop id; `"reference_sos_only"` forbids only the start id, as the '
         "reference does (it may stop after 0-2 tokens; for parity tests).",
     )
+    bistream_rule: Literal["corrected", "reference"] = Field(
+        "corrected",
+        description="Text streamed into one running generation (WebSocket sessions): "
+        '`"corrected"` feeds every prompt token, waits for 5 target ids before the first decode '
+        "when no prompt group is open, feeds nothing twice, allows only speech or fill before "
+        "the end of text and only speech or end after it, and caps the final phase at 20 "
+        'tokens per text id; `"reference"` reproduces the reference\'s `inference_bistream` '
+        "exactly, defects included (for parity tests).",
+    )
+    bistream_text_timeout_s: float = Field(
+        30.0, gt=0, le=3600,
+        description="A generation fed with streamed text (a WebSocket session) that gets no "
+        "text and no end for this many seconds is ended (408 `text_timeout`) and its KV cache "
+        "freed. While it waits it holds the cache but takes no compute.",
+    )
+    max_instruction_chars: int = Field(
+        1000, ge=1, le=10_000,
+        description="Longest `instructions` (style prompt) a request may send, in characters; "
+        "longer is a 400 (`instructions_too_long`). Every segment's LM prefill carries them "
+        "(about one token per 4 English characters); 1,000 holds the multi-line prompts "
+        "OpenAI clients send (a few hundred characters), the reference's own are under 50.",
+    )
     top_p: float = Field(
         0.8, gt=0, le=1, description="LM nucleus sampling: smallest set of tokens with this mass."
     )

@@ -32,9 +32,11 @@ import torch
 from torch import Tensor
 
 from voxflow.models.base import TextFrontendStage
+from voxflow.models.cosyvoice3.bistream import BistreamError
 from voxflow.models.cosyvoice3.flow_bucket import FlowBucketRunner
 from voxflow.models.cosyvoice3.lm import KVCache, length_limits
 from voxflow.models.cosyvoice3.lm_batch import decode_step
+from voxflow.models.cosyvoice3.lm_stream import StreamedText, StreamState
 from voxflow.models.cosyvoice3.sampling import (
     RasSampler,
     SilentTokenFilter,
@@ -44,7 +46,7 @@ from voxflow.models.cosyvoice3.token2wav import HopSchedule, Token2WavJob, Token
 from voxflow.models.cosyvoice3.voices import Voice as CosyVoice
 from voxflow.stages.autoregressive import AutoregressiveStage, Step
 from voxflow.stages.items import StageBatch, StageItem
-from voxflow.stages.outputs import Audio
+from voxflow.stages.outputs import Audio, Segments
 from voxflow.stages.stage import Stage
 from voxflow.stages.state import HoldsRequestStates, RequestStates
 from voxflow.text.document import SpeechDocument, TextRun
@@ -84,7 +86,9 @@ class CosyVoice3FrontendStage(TextFrontendStage):
 
     def run(self, batch: StageBatch) -> list:
         self._family.warn_random_weights(batch)
-        return super().run(batch)
+        # a request fed with text while it runs is one segment: its text comes by the feed
+        return [Segments([StreamedText(item.request.text_feed)])
+                if item.request.text_feed is not None else self._plan(item) for item in batch]
 
     def run_segments(self, item: StageItem, run: TextRun, first: bool) -> list[TextSegment]:
         s = self._family.settings
@@ -113,6 +117,8 @@ class LMSegment:
         pending: tokens not yet emitted downstream.
         schedule: mirror of token2wav's hop schedule; None on the offline path.
         silent: mirror of token2wav's silent-token filter (`filtered` counts what passes).
+        stream: for a request fed with text while it runs, its bistream state (`lm_stream`);
+            `next_input` is then unused (the schedule says what each call feeds).
     """
 
     next_input: Tensor
@@ -125,6 +131,7 @@ class LMSegment:
     tokens: list[int] = field(default_factory=list)
     pending: list[int] = field(default_factory=list)
     filtered: int = 0
+    stream: StreamState | None = None
 
     def take(self) -> np.ndarray:
         """The pending tokens as int64 [k], now emitted."""
@@ -146,19 +153,32 @@ class CosyVoice3LMStage(AutoregressiveStage[LMSegment]):
         family, s = self._family, self._family.settings
         models = family.models
         voice: CosyVoice = family.voice_models[item.request.voice]
-        text: TextSegment = item.payload
+        text: TextSegment | StreamedText = item.payload
         device = models.device
-        with torch.inference_mode():
-            prefill = models.lm.prefill_embeds(torch.from_numpy(text.ids).to(device),
-                                               voice.prompt_text_ids, voice.prompt_speech_tokens)
-        min_len, max_len = length_limits(int(text.ids.size), voice.prompt_tokens)
-        max_len = min(max_len, models.max_speech_tokens(item.speed))
+        prompt_text: Tensor = voice.prompt_text_ids
+        prompt_tokens: Tensor | None = voice.prompt_speech_tokens
+        if item.request.instructions is not None:  # instruct mode (spec addendum §2.3)
+            ins = family.instruct_prompts(item.request.instructions)
+            prompt_text = torch.tensor(ins, dtype=torch.int64, device=device)
+            prompt_tokens = None  # the LM gets none; the flow still takes the voice's
         sampler = RasSampler.from_seed(segment_seed(item.request.seed, item.segment),
                                        top_p=s.top_p, top_k=s.top_k, win_size=s.ras_win,
                                        tau_r=s.ras_tau)
         streaming = s.token2wav_mode == "streaming" and item.speed == 1.0
         schedule = (HopSchedule(models.hops, voice.prompt_tokens, models.flow.pre_lookahead_len)
                     if streaming else None)
+        if isinstance(text, StreamedText):  # one generation over text still arriving
+            stream = StreamState.open(
+                models.lm, family.tokenizer, text.feed, prompt_text.tolist(),
+                [] if prompt_tokens is None else prompt_tokens.tolist(), s.bistream_rule,
+                sampler, s.bistream_text_timeout_s)
+            return LMSegment(torch.empty(0), stream.decoder.cache, sampler, 0,
+                             models.max_speech_tokens(item.speed), schedule, stream=stream)
+        with torch.inference_mode():
+            prefill = models.lm.prefill_embeds(torch.from_numpy(text.ids).to(device),
+                                               prompt_text, prompt_tokens)
+        min_len, max_len = length_limits(int(text.ids.size), voice.prompt_tokens)
+        max_len = min(max_len, models.max_speech_tokens(item.speed))
         return LMSegment(prefill[None], KVCache(), sampler, min(min_len, max_len), max_len,
                          schedule)
 
@@ -168,8 +188,8 @@ class CosyVoice3LMStage(AutoregressiveStage[LMSegment]):
         logits: dict[int, Tensor] = {}
         together: list[int] = []
         for i, (item, state) in enumerate(zip(batch, states, strict=True)):
-            if state.max_len <= 0:
-                continue  # nothing to say (noise cap): finish without a forward
+            if state.max_len <= 0 or state.stream is not None:
+                continue  # nothing to say (noise cap), or fed text (its own calls, below)
             if batch.step[i] == 0 or item.request.seeded:
                 logits[i] = lm(state.next_input, state.cache)[0][0]  # alone: prefill, or seeded
             else:
@@ -178,7 +198,12 @@ class CosyVoice3LMStage(AutoregressiveStage[LMSegment]):
             inputs = torch.cat([states[i].next_input for i in together])  # [B, 1, D]
             rows = decode_step(lm, inputs, [states[i].cache for i in together])[0]
             logits.update(zip(together, rows, strict=True))
-        return [self._choose(state, logits.get(i)) for i, state in enumerate(states)]
+        return [self._stream_step(state) if state.stream is not None
+                else self._choose(state, logits.get(i)) for i, state in enumerate(states)]
+
+    def ready(self, state: LMSegment) -> bool:
+        """A request fed with text is parked while its schedule waits for text (`lm_stream`)."""
+        return state.stream is None or state.stream.ready()
 
     def nbytes(self, state: LMSegment) -> int:
         """The segment's KV cache and next input embeddings, in bytes."""
@@ -198,17 +223,41 @@ class CosyVoice3LMStage(AutoregressiveStage[LMSegment]):
         token = state.sampler(scores, state.tokens)
         if token >= size:  # a stop id: never passed on
             return Step(emit=state.take(), done=True)
+        self._accept(state, token)
+        ids = torch.tensor([token], device=models.device)
+        state.next_input = models.lm.embed_speech(ids).reshape(1, 1, -1)
+        return self._emission(state)
+
+    @staticmethod
+    def _accept(state: LMSegment, token: int) -> None:
         state.tokens.append(token)
         state.pending.append(token)
         state.filtered += state.silent.accept(token)
-        ids = torch.tensor([token], device=models.device)
-        state.next_input = models.lm.embed_speech(ids).reshape(1, 1, -1)
-        if len(state.tokens) >= state.max_len:
+
+    @staticmethod
+    def _emission(state: LMSegment, done: bool = False) -> Step:
+        """The step's part: everything pending when done or at max_len, a hop when one is
+        due (`HopSchedule`), else nothing yet."""
+        if done or len(state.tokens) >= state.max_len:
             return Step(emit=state.take(), done=True)
         if state.schedule is not None and state.schedule.due(state.filtered):
             state.schedule.advance()
             return Step(emit=state.take())
         return Step()
+
+    def _stream_step(self, state: LMSegment) -> Step | BaseException:
+        """One call of a fed request's bistream schedule (or none while it waits)."""
+        stream = state.stream
+        assert stream is not None
+        if stream.stalled:
+            return stream.stall_error()
+        try:
+            result = stream.decoder.step()
+        except BistreamError as exc:  # the reference rule's error (Q5): this request fails
+            return exc
+        if result is not None and result.token is not None:
+            self._accept(state, result.token)
+        return self._emission(state, done=stream.schedule.done)
 
 
 @dataclass

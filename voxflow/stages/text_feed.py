@@ -1,0 +1,70 @@
+"""Text that reaches a request after it was submitted (issue 43 item 2: "bistream").
+
+A WebSocket speech session sends its text in pieces. For a family that feeds one running
+generation from them (`voxflow.models.base.ModelFamily.streams_text_in`: CosyVoice3), the session
+submits one request that carries a `TextFeed` (`voxflow.stages.items.RequestInfo.text_feed`) and
+pushes every later piece into it; the autoregressive stage takes the text between its steps and
+parks the request (no compute, its decode state held) while the feed has nothing new.
+
+Thread-safe: the session pushes on the event loop, the stage takes on its worker thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class TextFeed:
+    """Pieces of text in order, then an end. `push`/`end` from the producer; `take` from the
+    consumer (the stage), which gets everything pushed since its last take."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pieces: list[str] = []
+        self._ended = False
+        self._end_taken = False
+        self.chars = 0  # characters pushed so far
+        self.last_push = time.monotonic()  # when text (or the end) last arrived
+
+    def push(self, text: str) -> None:
+        """Append `text` (may be empty: nothing happens).
+
+        Raises:
+            ValueError: after `end`.
+        """
+        with self._lock:
+            if self._ended:
+                raise ValueError("text pushed after the end of the feed")
+            if text:
+                self._pieces.append(text)
+                self.chars += len(text)
+                self.last_push = time.monotonic()
+
+    def end(self) -> None:
+        """No more text will come (idempotent)."""
+        with self._lock:
+            self._ended = True
+            self.last_push = time.monotonic()
+
+    def take(self) -> tuple[str, bool]:
+        """(the text pushed since the last take, whether the end has now been seen)."""
+        with self._lock:
+            text, self._pieces = "".join(self._pieces), []
+            self._end_taken = self._ended
+            return text, self._ended
+
+    @property
+    def has_news(self) -> bool:
+        """True when a `take` would return text, or an end not yet taken."""
+        with self._lock:
+            return bool(self._pieces) or (self._ended and not self._end_taken)
+
+    @property
+    def ended(self) -> bool:
+        with self._lock:
+            return self._ended
+
+    def idle_s(self) -> float:
+        """Seconds since text (or the end) last arrived."""
+        return time.monotonic() - self.last_push
