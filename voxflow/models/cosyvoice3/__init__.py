@@ -9,7 +9,9 @@ Modules (spec section): `loader` (strict state-dict loading, checkpoints, full-s
 `sampling` (Qwen2 LM, RAS, silent filter, §5), `dit` and `flow` (conditioning, DiT, Euler + CFG,
 §6), `hift`, `f0`, `source`, `wnconv` (vocoder, §7), `token2wav` (the per-segment streaming
 loop, §9.7), `lm_batch` (one decode step over several segments), `weights` (the three models for
-a `weights` setting), `stages` (frontend, lm, token2wav) and `model` (the voxflow family, §9).
-Not yet: batched, captured flow solves on CUDA (§10).
+a `weights` setting), `flow_bucket` (the flow solve batched per frame bucket and captured per
+(rows, bucket) on CUDA, §10), `instruct` (instruct mode), `bistream`, `lm_bistream`, `lm_stream`
+and `text_stream` (one generation across streamed text), `stages` (frontend, lm, token2wav) and
+`model` (the voxflow family, §9). See README.md beside this file.
 Needs the `cosyvoice3` extra (torch, safetensors).
 """
