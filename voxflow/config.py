@@ -235,8 +235,10 @@ class EngineSettings(_Strict):
     )
     request_timeout_s: float = Field(
         120.0, gt=0,
-        description="Seconds from submission to the last chunk; past it the request fails "
-        "with 504.",
+        description="Seconds of synthesis from submission to the last chunk; time spent "
+        "waiting on a client that is not reading is added to it (engine/stream.py). Past it "
+        "the request fails: 504 before headers, an incomplete body (or an SSE error event) "
+        "after.",
     )
     retry_after_s: int = Field(
         1, ge=1, description="Seconds a client is told to wait (`Retry-After`) with a 429."

@@ -34,7 +34,7 @@ class ErrorBody(BaseModel):
 
 ERROR_STATUSES: dict[int, str] = {
     400: "A malformed request (bad JSON, a wrong type, a missing or unknown field, a value out "
-         "of range, an unknown voice, nothing speakable...), or a refused CORS preflight.",
+         "of range, an unknown voice, an empty input...), or a refused CORS preflight.",
     403: "A voice that cannot be deleted: built-in or default (`voice_not_deletable`).",
     404: "Unknown model (`model_not_found`), voice (`voice_not_found`) or route "
          "(`not_found`).",
