@@ -113,6 +113,13 @@ class Engine:
         self.metrics = EngineMetrics()
         self.supervisor = Supervisor(self.metrics.worker_restarts)  # restarts dead worker loops
         self.models: dict[str, ServedModel] = {m.name: ServedModel(m.name) for m in settings.models}
+        # The shipped models this deployment does not serve that read a language its voices may
+        # not (`voxflow.shipped_configs.LANGUAGE_HINTS`: Kokoro's Japanese, from
+        # configs/multi.yaml): their sentence for an unsupported_script refusal -> the scripts
+        # they read. Fixed with the served models, so built once, not per request.
+        self._readers_elsewhere: dict[str, frozenset[str] | None] = {
+            hint.sentence(): readable_scripts((hint.tag,))
+            for hint in LANGUAGE_HINTS if hint.model not in self.models}
         self._threads: list[threading.Thread] = []
         self._promotion_refused = False  # said once in the log (`_bulk_promotion`)
         self.aliases = Aliases.from_settings(settings)
@@ -448,18 +455,11 @@ class Engine:
             kept=family.kept_scripts(request.voice, language),
             other_languages=others,
             voice_id=request.voice,
-            elsewhere=self._readers_elsewhere(),
+            elsewhere=self._readers_elsewhere,
         )
         if dropped:
             log.info("input: dropped %d letters in scripts that %s cannot read", dropped, label)
         return document
-
-    def _readers_elsewhere(self) -> dict[str, frozenset[str] | None]:
-        """The shipped models this deployment does not serve that read a language its
-        voices may not (`voxflow.shipped_configs.LANGUAGE_HINTS`: Kokoro's Japanese, from
-        configs/multi.yaml): their sentence for a refusal -> the scripts they read."""
-        return {hint.sentence(): readable_scripts((hint.tag,))
-                for hint in LANGUAGE_HINTS if hint.model not in self.models}
 
     def submit(
         self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None,
