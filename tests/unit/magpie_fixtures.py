@@ -1,8 +1,8 @@
 """Where the MagpieTTS parity fixtures live, and how to read them.
 
-`../shared/fixtures/magpietts/` (beside the checkout; its README.md says what each file holds,
-how NeMo ``a80c059`` made it on tiny random weights, and the tolerances used below). Tests skip
-with a reason when it is absent. ``s1`` / ``s2``: frame stacking 1 and 2.
+`tests/fixtures/magpietts/` is a copy of the shared reference fixtures (its README.md says what
+each file holds, how NeMo ``a80c059`` made it on tiny random weights, and the tolerances used
+below). ``s1`` / ``s2``: frame stacking 1 and 2.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "magpietts"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "magpietts"
 TAGS = ("s1", "s2")
 DECODES = ("greedy_cfg_prior_min4", "greedy_cfg_prior_min0", "greedy_cfg_noprior_min4",
            "greedy_nocfg_prior_min4", "greedy_cfg_prior_cap5")
@@ -25,8 +25,6 @@ HIDDEN_ATOL = 2e-5  # hidden states, attention probabilities, prior-on outputs (
 LOGIT_ATOL = 5e-5  # final_proj, CFG and LT logits (fp32)
 FP64_ATOL = 1e-11  # fp64 forward vs the *_fp64 keys
 
-need_fixtures = pytest.mark.skipif(
-    not FIXTURES.is_dir(), reason=f"MagpieTTS fixtures absent: {FIXTURES} (shared checkout)")
 
 
 @pytest.fixture(scope="module", autouse=True)

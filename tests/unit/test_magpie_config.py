@@ -16,7 +16,6 @@ pytest.importorskip("safetensors")
 from magpie_fixtures import (  # noqa: E402
     config,
     header,
-    need_fixtures,
     one_torch_thread,  # noqa: F401 (autouse)
     state_dict,
 )
@@ -27,8 +26,6 @@ from voxflow.models.magpie.config import (  # noqa: E402
     TransformerConfig,
     checkpoint_sizes,
 )
-
-pytestmark = need_fixtures
 
 
 def from_cfg(cfg: dict[str, Any], tag: str = "s1") -> MagpieConfig:

@@ -23,13 +23,10 @@ from magpie_fixtures import (  # noqa: E402
     io,
     max_diff,
     model,
-    need_fixtures,
     one_torch_thread,  # noqa: F401 (autouse)
 )
 
 from voxflow.models.magpie.generate import DecodeOptions, DecodeResult, generate  # noqa: E402
-
-pytestmark = need_fixtures
 
 
 def fixture_options(m: Any, name: str, **changes: Any) -> DecodeOptions:

@@ -25,13 +25,10 @@ from magpie_fixtures import (  # noqa: E402
     io,
     max_diff,
     model,
-    need_fixtures,
     one_torch_thread,  # noqa: F401 (autouse)
 )
 
 from voxflow.models.magpie.generate import DecodeOptions, DecodeResult, generate  # noqa: E402
-
-pytestmark = need_fixtures
 
 FRAMES = 56  # 5 context rows + 56 (s1) positions stay within the tiny decoder's 64
 ALL_LAYER_DRIFT_BOUND = 0.5  # measured ≤ 0.29, see the module docstring

@@ -16,7 +16,6 @@ from magpie_fixtures import (  # noqa: E402
     FIXTURES,
     TAGS,
     config,
-    need_fixtures,
     one_torch_thread,  # noqa: F401 (autouse)
     state_dict,
 )
@@ -27,8 +26,6 @@ from voxflow.models.magpie.loader import (  # noqa: E402
     load_model,
     read_manifest,
 )
-
-pytestmark = need_fixtures
 
 
 def load(state: dict[str, Any], tag: str = "s1") -> Any:

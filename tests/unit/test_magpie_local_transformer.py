@@ -15,7 +15,6 @@ from magpie_fixtures import (  # noqa: E402
     io,
     max_diff,
     model,
-    need_fixtures,
     one_torch_thread,  # noqa: F401 (autouse)
 )
 
@@ -24,8 +23,6 @@ from voxflow.models.magpie.local_transformer import (  # noqa: E402
     teacher_forced_logits,
 )
 from voxflow.models.magpie.sampling import Chooser  # noqa: E402
-
-pytestmark = need_fixtures
 
 
 @pytest.mark.parametrize("tag", TAGS)

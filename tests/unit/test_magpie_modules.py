@@ -20,14 +20,11 @@ from magpie_fixtures import (  # noqa: E402
     io,
     max_diff,
     model,
-    need_fixtures,
     one_torch_thread,  # noqa: F401 (autouse)
 )
 
 from voxflow.models.magpie.prior import PriorTracker  # noqa: E402
 from voxflow.models.magpie.sampling import cfg_combine  # noqa: E402
-
-pytestmark = need_fixtures
 
 
 @pytest.fixture(scope="module", params=TAGS)
