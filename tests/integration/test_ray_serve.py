@@ -245,3 +245,53 @@ def test_a_full_queue_is_a_429_with_retry_after_in_the_openai_shape(ray_serve, t
     assert (error["type"], error["code"], error["param"]) == ("rate_limit_error", "overloaded",
                                                             None)
     assert "max_queued_requests=1" in error["message"]
+
+
+KEY = "sk-ray-replica-3e9d41"
+ORIGIN = "https://app.example.com"
+
+
+def test_api_keys_and_cors_hold_through_rays_proxy(ray_serve, two_replicas):
+    # issue 45 item 5: the settings (keys included, SecretStr) reach every replica, and Ray's
+    # proxy passes the Authorization and Origin headers and the app's answers through as they
+    # are; last in the module: it redeploys the app
+    serve.run(application(load_settings(CONFIG, {
+        "server.port": ray_serve, "ray.min_replicas": 2, "ray.max_replicas": 2,
+        "server.api_keys": [KEY], "server.cors_origins": [ORIGIN]})),
+        name=APP_NAME, route_prefix="/")
+    url = f"http://127.0.0.1:{ray_serve}"
+    body = {"model": "piper", "voice": "joe", "input": SHORT, "seed": 7,
+            "response_format": "wav"}
+    for _ in range(4):  # both replicas, whichever Ray picks
+        refused = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=90)
+        assert refused.status_code == 401, refused.text
+        error = refused.json()["error"]
+        assert (error["type"], error["code"]) == ("invalid_request_error", "missing_api_key")
+        assert refused.headers["www-authenticate"] == 'Bearer realm="voxflow"'
+    wrong = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=90,
+                       headers={"Authorization": "Bearer sk-not-this-one"})
+    assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
+    assert KEY not in wrong.text
+    keyed = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=90,
+                       headers={"Authorization": f"Bearer {KEY}", "Origin": ORIGIN})
+    assert keyed.status_code == 200, keyed.text
+    assert keyed.headers["access-control-allow-origin"] == ORIGIN
+    assert keyed.content == speak_reference(url, body, KEY)  # seeded: same bytes again
+    assert httpx.get(f"{url}/health", timeout=30).status_code == 200  # open without a key
+    preflight = httpx.options(f"{url}/v1/audio/speech", timeout=30, headers={
+        "Origin": ORIGIN, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type"})
+    assert preflight.status_code == 200, preflight.text
+    assert preflight.headers["access-control-allow-origin"] == ORIGIN
+    assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+    other = httpx.options(f"{url}/v1/audio/speech", timeout=30, headers={
+        "Origin": "https://elsewhere.example", "Access-Control-Request-Method": "POST"})
+    assert "access-control-allow-origin" not in other.headers
+
+
+def speak_reference(url: str, body: dict, key: str) -> bytes:
+    """The keyed request's bytes once more (whichever replica answers)."""
+    r = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=90,
+                   headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 200, r.text
+    return r.content

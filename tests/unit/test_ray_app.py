@@ -24,7 +24,7 @@ def test_equal_bounds_give_a_fixed_number_of_replicas():
     assert options["num_replicas"] == 2
     assert "autoscaling_config" not in options
     assert (options["max_ongoing_requests"], options["max_queued_requests"]) == (32, 128)
-    assert options["ray_actor_options"] == {"num_cpus": 1.0}
+    assert options["ray_actor_options"] == {"num_cpus": 1.0, "num_gpus": 0.0}
     assert options["graceful_shutdown_timeout_s"] == 30.0  # server.drain_timeout_s
     backpressure = options["backpressure_config"]
     assert (backpressure.status_code, backpressure.retry_after_s) == (429, 1)
@@ -53,3 +53,31 @@ def test_the_serve_run_builder_reads_the_file_and_overrides():
     assert isinstance(build({"config": str(CONFIG), "ray.max_replicas": "3"}), Application)
     with pytest.raises(ConfigError, match="max_replicas"):
         build({"config": str(CONFIG), "ray.max_replicas": "0"})
+
+
+GPU_CONFIG = CONFIG.parent / "magpie-gpu.yaml"  # MagpieTTS with `device: cuda`
+
+
+def test_a_gpu_replica_reserves_its_gpus_for_the_actor():
+    options = deployment_options(load_settings(GPU_CONFIG, {"ray.replica_gpus": 0.5}))
+    assert options["ray_actor_options"] == {"num_cpus": 1.0, "num_gpus": 0.5}
+
+
+@pytest.mark.parametrize(("config", "overrides", "message"), [
+    (GPU_CONFIG, {},
+     "model 'magpie' runs on 'cuda' but ray.replica_gpus is 0: Ray gives a replica only the "
+     "GPUs it reserves, numbered from 0: set ray.replica_gpus to at least 1$"),
+    ("cuda:1", {"ray.replica_gpus": 1},
+     "runs on 'cuda:1' but ray.replica_gpus is 1: .* set ray.replica_gpus to at least 2, or "
+     "the device to cuda$"),
+    (CONFIG, {"ray.replica_gpus": 1},
+     "ray.replica_gpus is 1 but no model runs on a GPU"),
+])
+def test_gpus_that_do_not_fit_the_models_devices_are_refused(config, overrides, message,
+                                                            tmp_path):
+    if config == "cuda:1":  # the GPU file with its model on the second GPU
+        config = tmp_path / "magpie-gpu1.yaml"
+        config.write_text(GPU_CONFIG.read_text().replace("device: cuda\n", "device: cuda:1\n"))
+    settings = load_settings(config, overrides)  # the plain server takes it as it is
+    with pytest.raises(ConfigError, match=message):
+        deployment_options(settings)

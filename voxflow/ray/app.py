@@ -26,7 +26,7 @@ from ray.serve.config import BackpressureConfig
 
 from voxflow.config import ConfigError, Settings, load_settings
 from voxflow.logging_setup import configure_logging
-from voxflow.ray.settings import ray_settings
+from voxflow.ray.settings import check_gpus, ray_settings
 from voxflow.server.app import create_app
 
 log = logging.getLogger(__name__)
@@ -76,9 +76,11 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
 
     Raises:
         ConfigError: ``ray.target_ongoing_requests`` is more than a replica takes at once
-            (``ray.max_ongoing_requests``, else ``engine.max_inflight_requests``).
+            (``ray.max_ongoing_requests``, else ``engine.max_inflight_requests``), or
+            ``ray.replica_gpus`` does not fit the models' devices (`check_gpus`).
     """
     ray = ray_settings(settings)
+    check_gpus(settings, ray)
     ongoing = ray.ongoing_limit(settings.engine.max_inflight_requests)
     if ongoing < ray.target_ongoing_requests:
         raise ConfigError(
@@ -93,7 +95,7 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
         "backpressure_config": BackpressureConfig(
             status_code=429, retry_after_s=settings.engine.retry_after_s,
         ),
-        "ray_actor_options": {"num_cpus": ray.replica_cpus},
+        "ray_actor_options": {"num_cpus": ray.replica_cpus, "num_gpus": ray.replica_gpus},
         "graceful_shutdown_timeout_s": settings.server.drain_timeout_s,
     }
     if ray.min_replicas == ray.max_replicas:

@@ -61,6 +61,14 @@ class RaySettings(BaseModel):
         "at most its CPUs / this many replicas. Each replica still runs the model's own threads "
         "(Piper: `workers` x `intra_op_threads`).",
     )
+    replica_gpus: float = Field(
+        0.0, ge=0,
+        description="GPUs Ray reserves for each replica (its actor's `num_gpus`): 0 for CPU "
+        "models; 1 (or a fraction below 1 to share a GPU between replicas, or a whole number "
+        "above 1) where a model runs on `cuda`. Ray gives the replica only those GPUs "
+        "(`CUDA_VISIBLE_DEVICES`), numbered from 0: a model's `device: cuda:N` needs N below "
+        "this count. Checked at start-up against the models' devices.",
+    )
     upscale_delay_s: float = Field(
         30.0, ge=0,
         description="Seconds the load must stay above the target before a replica is added.",
@@ -83,6 +91,11 @@ class RaySettings(BaseModel):
             raise ValueError(
                 f"max_replicas ({self.max_replicas}) must be at least min_replicas "
                 f"({self.min_replicas})"
+            )
+        if self.replica_gpus > 1 and not self.replica_gpus.is_integer():
+            raise ValueError(
+                f"replica_gpus ({self.replica_gpus:g}) must be a whole number above 1: Ray "
+                "shares a GPU only in fractions below 1"
             )
         if (self.max_ongoing_requests is not None
                 and self.max_ongoing_requests < self.target_ongoing_requests):
@@ -123,4 +136,39 @@ def ray_settings(settings: Settings) -> RaySettings:
     return ray
 
 
-__all__ = ["RaySettings", "ray_settings"]
+def _cuda_index(device: str) -> int | None:
+    """The GPU index of a torch device string (``cuda`` -> 0, ``cuda:N`` -> N); None for
+    another device."""
+    if not device.startswith("cuda"):
+        return None
+    _, _, index = device.partition(":")
+    return int(index) if index else 0
+
+
+def check_gpus(settings: Settings, ray: RaySettings) -> None:
+    """Raises ConfigError unless ``ray.replica_gpus`` fits the models' devices: a model on
+    ``cuda:N`` needs ``replica_gpus`` above N (Ray numbers a replica's GPUs from 0), and GPUs
+    reserved with every model on the CPU would sit idle, kept from other replicas. Only the
+    Ray path checks it (`voxflow.ray.app.deployment_options`): the plain server ignores
+    ``ray:``."""
+    gpus = 0 if ray.replica_gpus == 0 else max(1, int(ray.replica_gpus))
+    on_gpu = []
+    for model in settings.models:
+        device = getattr(model.options, "device", None)
+        index = _cuda_index(device) if isinstance(device, str) else None
+        if index is None:
+            continue
+        on_gpu.append(model.name)
+        if index >= gpus:
+            raise ConfigError(
+                f"invalid configuration: model {model.name!r} runs on {device!r} but "
+                f"ray.replica_gpus is {ray.replica_gpus:g}: Ray gives a replica only the "
+                f"GPUs it reserves, numbered from 0: set ray.replica_gpus to at least "
+                f"{index + 1}" + (", or the device to cuda" if index else ""))
+    if gpus and not on_gpu:
+        raise ConfigError(
+            f"invalid configuration: ray.replica_gpus is {ray.replica_gpus:g} but no model "
+            "runs on a GPU (device: cuda): the reserved GPUs would sit idle")
+
+
+__all__ = ["RaySettings", "check_gpus", "ray_settings"]
