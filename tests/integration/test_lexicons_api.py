@@ -128,3 +128,29 @@ def test_whisper_hears_the_entries(server, transcribe):
     words = normalize_for_wer(transcribe(audio, RATE))
     assert "on the table" in words
     assert "purple" in words and "colour" not in words and "color" not in words
+
+
+def test_a_configured_default_applies_and_cannot_be_deleted(tmp_path):
+    folder = tmp_path / "lexicons"
+    folder.mkdir()
+    (folder / "house.json").write_text(__import__("json").dumps(ENTRIES), encoding="utf-8")
+    live = start_server({"server.lexicons_dir": str(folder), "models.0.lexicon": "house"})
+    try:
+        by_default = speak(live.url, "Put it on the Zorbleck.")
+        named = speak(live.url, "Put it on the Zorbleck.", lexicon="house")
+        without = speak(live.url, "Put it on the Zorbleck.", lexicon="")
+        assert by_default.content == named.content != without.content
+        refused = error(httpx.delete(f"{live.url}/v1/audio/lexicons/house"), 403)
+        assert refused["code"] == "lexicon_in_use"
+    finally:
+        live.stop()
+
+
+def test_a_default_naming_no_saved_lexicon_stops_the_start(tmp_path):
+    from voxflow.config import ConfigError, load_settings
+    from voxflow.engine.engine import Engine
+
+    settings = load_settings(None, {"server.lexicons_dir": str(tmp_path),
+                                    "models.0.lexicon": "house"})
+    with pytest.raises(ConfigError, match=r"models\[0\].lexicon: no saved lexicon 'house'"):
+        Engine(settings)
