@@ -171,3 +171,12 @@ def test_a_bad_file_in_the_folder_fails_the_start_naming_it(tmp_path: Path):
     (tmp_path / "broken.json").write_text('{"entries": [{"word": "x"}]}')
     with pytest.raises(LexiconFileError, match=r"broken.json: Lexicon entry entries\[0\] \('x'\)"):
         LexiconStore(tmp_path)
+
+
+def test_phoneme_gaps_read_the_kokoro_vocabulary():
+    from voxflow.models.base import missing_symbols
+    from voxflow.models.kokoro.loader import load_vocab
+
+    vocab = load_vocab()
+    assert missing_symbols("tˈeɪbəl ðə", vocab) == ""
+    assert missing_symbols("жaжq", vocab) == "ж"
