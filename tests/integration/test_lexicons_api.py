@@ -3,6 +3,8 @@ applied to speech with the joe voice, and refused in the OpenAI error shape."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import numpy as np
 import pytest
@@ -32,7 +34,7 @@ def speak(url: str, text: str, **extra) -> httpx.Response:
 
 
 def put(url: str, name: str, body, content_type: str = "application/json") -> httpx.Response:
-    data = body if isinstance(body, bytes | str) else __import__("json").dumps(body)
+    data = body if isinstance(body, bytes | str) else json.dumps(body)
     return httpx.put(f"{url}/v1/audio/lexicons/{name}", content=data,
                      headers={"content-type": content_type}, timeout=30)
 
@@ -119,6 +121,7 @@ def test_a_phoneme_entry_speaks_as_ssml_phoneme_does_and_timestamps_name_the_wor
         ("the", 10, 13), ("Zorbleck", 14, 22)]
 
 
+@pytest.mark.slow  # Whisper
 def test_whisper_hears_the_entries(server, transcribe):
     put(server.url, "house", ENTRIES)
     response = speak(server.url, "Put the book on the Zorbleck. My favourite colour is red.",
@@ -133,7 +136,7 @@ def test_whisper_hears_the_entries(server, transcribe):
 def test_a_configured_default_applies_and_cannot_be_deleted(tmp_path):
     folder = tmp_path / "lexicons"
     folder.mkdir()
-    (folder / "house.json").write_text(__import__("json").dumps(ENTRIES), encoding="utf-8")
+    (folder / "house.json").write_text(json.dumps(ENTRIES), encoding="utf-8")
     live = start_server({"server.lexicons_dir": str(folder), "models.0.lexicon": "house"})
     try:
         by_default = speak(live.url, "Put it on the Zorbleck.")
