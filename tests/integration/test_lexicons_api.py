@@ -119,6 +119,10 @@ def test_a_phoneme_entry_speaks_as_ssml_phoneme_does_and_timestamps_name_the_wor
         "response_format": "wav", "lexicon": "house"}).json()
     assert [(w["word"], w["text_start"], w["text_end"]) for w in timed["words"]][-2:] == [
         ("the", 10, 13), ("Zorbleck", 14, 22)]
+    respelled = httpx.post(f"{server.url}/v1/audio/speech/timestamps", timeout=120, json={
+        "model": "piper", "voice": "joe", "input": "The colour is red.", "seed": 7,
+        "response_format": "wav", "lexicon": "house"}).json()
+    assert [w["word"] for w in respelled["words"]] == ["The", "colour", "is", "red"]
 
 
 @pytest.mark.slow  # Whisper
