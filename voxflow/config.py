@@ -123,6 +123,13 @@ class ServerSettings(_Strict):
         "file plus the form fields), in bytes; a larger upload is refused with a 413 before it "
         "is read further.",
     )
+    lexicons_dir: Path | None = Field(
+        None,
+        description="Folder of the pronunciation lexicons `PUT /v1/audio/lexicons/{name}` "
+        "saves (one `NAME.json` each, read back at start-up; docs/api.md, Pronunciation "
+        "lexicons). null = `$XDG_DATA_HOME/voxflow/lexicons` (`~/.local/share/...` without "
+        "it).",
+    )
     stream_clause_wait_s: float = Field(
         0.5, ge=0.05, le=60.0,
         description="`WS /v1/audio/speech/stream`: seconds without new text after which the "
@@ -329,6 +336,18 @@ class ModelSettings(_Strict):
         "`alloy: joe`); listed by `/v1/audio/voices` with `alias_of`. Checked at start-up, "
         "once the voices are loaded: an alias must name a voice of this model and must not "
         "be one.",
+    )
+
+    lexicon: str | None = Field(
+        None,
+        description="The pronunciation lexicon (a saved one's name) requests of this model use "
+        "when they name none (`lexicon` in the request; `\"\"` there asks for none). "
+        "Checked at start-up: the lexicon must be saved (docs/api.md, Pronunciation lexicons).",
+    )
+    voice_lexicons: dict[str, str] = Field(
+        default_factory=dict,
+        description="Per voice, voice: lexicon, the default lexicon of requests with that "
+        "voice (wins over `lexicon`). Checked at start-up, once the voices are loaded.",
     )
 
     @field_validator("aliases")

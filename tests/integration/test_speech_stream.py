@@ -158,6 +158,7 @@ BAD = [
     ([config(temperature=0.3)], "unknown_parameter", "temperature", 4400),
     ([config(language="ja")], "unsupported_language", "language", 4400),
     ([config(instructions="whisper")], "unsupported_parameter", "instructions", 4400),
+    ([config(lexicon="nope")], "lexicon_not_found", "lexicon", 4400),
     ([config(), config()], "invalid_message", "type", 4400),
     ([config(), {"type": "text", "text": 5}], "invalid_type", "text", 4400),
     ([config(), {"type": "end", "now": True}], "unknown_parameter", "now", 4400),

@@ -62,11 +62,12 @@ def test_item3_other_origins_get_no_cors_headers():
 
 def test_item3_a_refused_method_from_an_allowed_origin_is_an_openai_error():
     c = client(cors_origins=[ORIGIN])
-    r = c.options("/v1/audio/speech", headers={**PREFLIGHT, "Access-Control-Request-Method": "PUT"})
+    r = c.options("/v1/audio/speech",
+                  headers={**PREFLIGHT, "Access-Control-Request-Method": "PATCH"})
     assert r.status_code == 400
     assert r.json()["error"] == {
-        "message": "CORS preflight refused: method 'PUT' is not allowed "
-                   "(GET, POST, DELETE, OPTIONS).",
+        "message": "CORS preflight refused: method 'PATCH' is not allowed "
+                   "(GET, POST, PUT, DELETE, OPTIONS).",
         "type": "invalid_request_error", "param": None, "code": "cors_not_allowed"}
     assert r.headers["access-control-allow-origin"] == ORIGIN  # Starlette's headers kept
 

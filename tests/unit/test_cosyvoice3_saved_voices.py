@@ -18,6 +18,7 @@ import soundfile as sf  # noqa: E402
 from cosyvoice3_fixtures import FIXTURES  # noqa: E402
 from fake_prompt_models import speech_like, write_prompt_models  # noqa: E402
 
+from voxflow import atomic_files  # noqa: E402
 from voxflow.audio.encode import encode_audio  # noqa: E402
 from voxflow.models.cosyvoice3 import prompt_audio, saved_voices  # noqa: E402
 from voxflow.models.cosyvoice3.lm import TINY_LM_CONFIG  # noqa: E402
@@ -69,7 +70,7 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_nothing_else(
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(saved_voices.os, "replace", broken_replace)
+    monkeypatch.setattr(atomic_files.os, "replace", broken_replace)
     changed = named(tiny, "alice")
     changed = Voice(**{**changed.__dict__, "language": "fr"})
     with pytest.raises(OSError, match="disk full"):

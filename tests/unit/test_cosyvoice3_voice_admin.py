@@ -113,14 +113,14 @@ def test_an_invalid_saved_file_stops_start_up_naming_it(tmp_path: Path):
 ])
 def test_a_voice_that_cannot_be_written_names_the_cause_and_leaves_nothing(
         fam: CosyVoice3Family, monkeypatch, where, error, status, code, cause):
+    from voxflow import atomic_files
     from voxflow.errors import StorageError
-    from voxflow.models.cosyvoice3 import saved_voices
 
     def fail(*args, **kwargs):
         raise error
 
     fam.saved_dir.mkdir(parents=True, exist_ok=True)
-    target = saved_voices.os if where == "fsync" else saved_voices.tempfile
+    target = atomic_files.os if where == "fsync" else atomic_files.tempfile
     monkeypatch.setattr(target, where, fail)
     with pytest.raises(StorageError) as caught:
         fam.create_voice(VoiceUpload("carol", features=features()))

@@ -3,7 +3,8 @@ the floors below it, so the layering docs/architecture.md draws cannot drift.
 
 The floors, lowest first (docs/architecture.md, Layout):
 0. plumbing: the package root (its version), errors, records, malloc, logging, failpoints, the
-   memory budget and gate, API keys, audio formats and text front ends;
+   memory budget and gate, API keys, atomic files, audio formats, text front ends and
+   pronunciation lexicons;
 1. the stage contract (`voxflow.stages`);
 2. model families (`voxflow.models`): stages, text and audio, never the engine;
 3. the settings (`voxflow.config`, `voxflow.config_suggest`, `voxflow.shipped_configs`): a
@@ -29,6 +30,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "voxflow"
 FLOORS: dict[str, int] = {
     "errors": 0, "records": 0, "malloc": 0, "logging_setup": 0, "memory_gate": 0,
     "memory_budget": 0, "api_keys": 0, "audio": 0, "text": 0, "failpoints": 0, "__init__": 0,
+    "atomic_files": 0, "lexicons": 0,
     "stages": 1,
     "models": 2,
     "config": 3, "config_suggest": 3, "shipped_configs": 3,

@@ -16,12 +16,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from voxflow.atomic_files import data_home
 from voxflow.config import ConfigError, Settings
 from voxflow.engine.admission import Admission
 from voxflow.engine.aliases import Aliases
 from voxflow.engine.ar_loop import AutoregressiveLoop
 from voxflow.engine.checks import SPEED_MAX, SPEED_MIN, check_input, check_seed, check_speed
 from voxflow.engine.drain import Drain
+from voxflow.engine.lexicons import RequestLexicons
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.promotion import PROMOTER, can_restore, thread_nice
 from voxflow.engine.request import Deadlines, RequestState, SpeechRequest
@@ -45,6 +47,7 @@ from voxflow.errors import (
     ShuttingDownError,
     echo,
 )
+from voxflow.lexicons.store import LexiconFileError, LexiconStore
 from voxflow.memory_budget import BUDGET
 from voxflow.memory_gate import GATE
 from voxflow.models.base import ModelFamily
@@ -123,6 +126,12 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._promotion_refused = False  # said once in the log (`_bulk_promotion`)
         self.aliases = Aliases.from_settings(settings)
+        lexicons_dir = settings.server.lexicons_dir or data_home() / "lexicons"
+        try:
+            store = LexiconStore(lexicons_dir)
+        except LexiconFileError as exc:
+            raise ConfigError(str(exc)) from exc
+        self.lexicons = RequestLexicons(store, settings)  # pronunciation lexicons (issue 44)
         cfg = settings.engine
         self._deadlines = Deadlines(cfg.ttfa_target_s, cfg.continuation_lead_s,
                                     cfg.running_dry_s, cfg.late_first_yields)
@@ -163,6 +172,8 @@ class Engine:
                 raise
         try:
             self.aliases.check(self)  # voice aliases need the loaded voices
+            self.lexicons.check_voices({n: m.family for n, m in self.models.items()
+                                        if m.family is not None})
             self.aliases = self.aliases.with_openai_voices(self)
         except ConfigError:
             self.stop()
@@ -358,7 +369,9 @@ class Engine:
         family = self.check_options(request)
         document = parse_input(request.text, say_as_language=None)  # say-as as written
         _check_run_speeds(document, request.speed)
-        return family, self._read_in_language(request, family, document)
+        document = self._read_in_language(request, family, document)
+        lexicon = self.lexicons.resolve(request.model, request.voice, request.lexicon, family)
+        return family, self.lexicons.apply(document, lexicon, request.voice, family)
 
     def check_options(self, request: SpeechRequest) -> ModelFamily:
         """Every check of `prepare` but the input's: model, voice, language, speed, seed,
@@ -389,6 +402,7 @@ class Engine:
                 f"Model '{request.model}' cannot take text while it speaks (its family "
                 f"'{family.family}' speaks each sentence on its own).",
                 param="text", code="unsupported_parameter")
+        self.lexicons.resolve(request.model, request.voice, request.lexicon, family)
         if request.timestamps and not family.word_timestamps:
             raise InvalidRequestError(
                 f"Model '{request.model}' cannot give word timestamps (its family "

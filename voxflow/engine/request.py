@@ -90,6 +90,8 @@ class SpeechRequest:
         text_feed: where the rest of the text arrives while the request runs, for a family
             that feeds one running generation (`ModelFamily.streams_text_in`); `text` is then
             the first piece, which the caller also pushes into the feed. None: `text` is all.
+        lexicon: a saved pronunciation lexicon's name; "" for none; None for the configured
+            default (`voxflow.engine.lexicons`).
     """
 
     model: str
@@ -103,6 +105,7 @@ class SpeechRequest:
     streamed: bool = True
     instructions: str | None = None
     text_feed: TextFeed | None = field(default=None, compare=False)
+    lexicon: str | None = None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -123,6 +123,12 @@ class TextFrontendStage(Stage):
 
     def run(self, batch: StageBatch) -> list:
         return [self._plan(item) for item in batch]
+
+
+def missing_symbols(ipa: str, table: Container[str]) -> str:
+    """The code points of `ipa` not in `table`, each once in order, whitespace left out
+    (`ModelFamily.phoneme_gaps`)."""
+    return "".join(dict.fromkeys(c for c in ipa if not c.isspace() and c not in table))
 
 
 class ModelFamily(ABC):
@@ -233,6 +239,13 @@ class ModelFamily(ABC):
         words (ISO 15924 codes); letters of these are not dropped by the script check
         (`voxflow.text.scripts.check_document`). Default: none."""
         return frozenset()
+
+    def phoneme_gaps(self, voice_id: str, ipa: str) -> str | None:
+        """The symbols of `ipa` (IPA, as in SSML ``<phoneme ph>`` or a lexicon entry) that
+        `voice_id` has no phoneme for, each once in order of first use ("" when it can say
+        them all; whitespace is never a gap), or None when the family does not take phonemes
+        (it speaks a phoneme run's text). Default: None."""
+        return None
 
     def random_weights_note(self) -> str | None:
         """None for trained weights; with random weights (a model served for testing or

@@ -61,6 +61,7 @@ from voxflow.server.body_limit import BodyLimitMiddleware
 from voxflow.server.cors import OpenAICORSMiddleware
 from voxflow.server.draining import DrainMiddleware
 from voxflow.server.errors import install_error_handlers
+from voxflow.server.lexicons import delete_lexicon, get_lexicon, list_lexicons, put_lexicon
 from voxflow.server.listings import audio_models_list, models_list, voices_list
 from voxflow.server.openapi import error_responses, install_openapi
 from voxflow.server.playground import install_playground
@@ -233,7 +234,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
         app.add_middleware(
             OpenAICORSMiddleware,
             allow_origins=list(settings.server.cors_origins),
-            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+            allow_methods=["GET", "POST", "PUT", "DELETE", "OPTIONS"],
             allow_headers=["*"],  # the OpenAI SDKs send Authorization and x-stainless-* headers
             expose_headers=list(EXPOSED_HEADERS),
             max_age=600,
@@ -268,7 +269,17 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
         "/v1/audio/voices/{name}", delete_voice, methods=["DELETE"],
         summary="Delete a saved voice", responses=error_responses(400, 403, 404, 405),
     )
+    app.add_api_route(
+        "/v1/audio/lexicons/{name}", put_lexicon, methods=["PUT"],
+        summary="Save a pronunciation lexicon", responses=error_responses(400, 413, 500, 507),
+    )
+    app.add_api_route(
+        "/v1/audio/lexicons/{name}", delete_lexicon, methods=["DELETE"],
+        summary="Delete a pronunciation lexicon", responses=error_responses(403, 404),
+    )
     for path, endpoint, errors in (
+        ("/v1/audio/lexicons", list_lexicons, (405,)),
+        ("/v1/audio/lexicons/{name}", get_lexicon, (404, 405)),
         ("/v1/models", list_models, (405,)),
         ("/v1/models/{model_id}", get_model, (404, 405)),
         ("/v1/audio/voices", list_voices, (404, 405)),

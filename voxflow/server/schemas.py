@@ -88,6 +88,12 @@ class SpeechOptions(BaseModel):
         "one the voice speaks. Absent: decided from the text's scripts."
     )
 
+    lexicon: Annotated[StrictStr, Field(max_length=64)] | None = Field(
+        None, description="voxflow extension: a saved pronunciation lexicon "
+        "(`GET /v1/audio/lexicons`) applied to the input; `\"\"` for none. Absent: the "
+        "voice's or model's configured default, if any."
+    )
+
     @field_validator("voice", mode="before")
     @classmethod
     def _voice_shape(cls, value: object) -> object:

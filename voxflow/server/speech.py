@@ -109,6 +109,7 @@ def to_engine_request(body: SpeechBody, request_id: str | None = None,
     speech = SpeechRequest(
         body.model, body.input, body.voice_id, body.speed, body.seed, language=body.language,
         timestamps=body.timestamps, streamed=streamed, instructions=body.instructions or None,
+        lexicon=body.lexicon,
     )
     return replace(speech, request_id=request_id) if request_id else speech
 

@@ -228,7 +228,7 @@ class StreamSession:
         request = self.engine.resolve(SpeechRequest(
             config.model, "", config.voice_id, config.speed, config.seed,
             language=config.language, timestamps=config.timestamps,
-            instructions=config.instructions or None))
+            instructions=config.instructions or None, lexicon=config.lexicon))
         family = self.engine.check_options(request)
         if config.bistream and not family.streams_text_in:
             raise InvalidRequestError(

@@ -14,15 +14,20 @@ absent. Temporary files left by a crash are removed at start-up (`clean_temporar
 
 from __future__ import annotations
 
-import logging
-import os
-import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from torch import Tensor
 
+from voxflow.atomic_files import (
+    NAME_MAX_CHARS,
+    NAME_PATTERN,
+    clean_temporary_files,
+    data_home,
+    delete_file,
+    write_atomic,
+)
+from voxflow.atomic_files import name_problem as stored_name_problem
 from voxflow.models.cosyvoice3.voices import (
     RANDOM_PREFIX,
     VOICE_SUFFIX,
@@ -32,32 +37,14 @@ from voxflow.models.cosyvoice3.voices import (
     validate_voice,
 )
 
-log = logging.getLogger(__name__)
-
-NAME_MAX_CHARS = 64
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-"""A voice name: 1-64 ASCII letters, digits, ``_``, ``.``, ``-``, starting with a letter or digit
-(so never a path: no ``/``, ``\\``, leading dot or ``..`` component)."""
-
 MODEL_KEY = "voxflow_model"
 SIZE_KEY = "speech_token_size"
-TEMP_SUFFIX = ".tmp"
 
 
 def name_problem(name: str) -> str | None:
-    """Why `name` cannot name a saved voice, or None when it can (see `NAME_PATTERN`)."""
-    if not name:
-        return "it must not be empty"
-    if len(name) > NAME_MAX_CHARS:
-        return f"it is {len(name)} characters long; at most {NAME_MAX_CHARS} are allowed"
-    if not NAME_PATTERN.fullmatch(name):
-        return ("use only ASCII letters, digits, '_', '.' and '-', starting with a letter or "
-                "digit (no path characters)")
-    if ".." in name:
-        return "it must not contain '..'"
-    if name.lower().endswith(VOICE_SUFFIX) or name.lower().endswith(TEMP_SUFFIX):
-        return f"it must not end with {VOICE_SUFFIX} or {TEMP_SUFFIX}"
-    return None
+    """Why `name` cannot name a saved voice, or None when it can
+    (`voxflow.atomic_files.name_problem`, the voice file suffix reserved)."""
+    return stored_name_problem(name, VOICE_SUFFIX)
 
 
 def saved_name(voice_id: str) -> str:
@@ -67,8 +54,7 @@ def saved_name(voice_id: str) -> str:
 
 def default_saved_voices_dir(model: str) -> Path:
     """``$XDG_DATA_HOME/voxflow/voices/MODEL`` (``~/.local/share/...`` without it)."""
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "voxflow" / "voices" / model
+    return data_home() / "voices" / model
 
 
 def saved_metadata(voice: Voice, model: str, speech_token_size: int) -> dict[str, str]:
@@ -115,51 +101,13 @@ def write_voice_atomic(
                    source=str(path))
     tensors: dict[str, Tensor] = {k: v.contiguous() for k, v in voice.tensors().items()}
     data = save(tensors, metadata=metadata)
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{voice.name}.", suffix=TEMP_SUFFIX, dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(directory)
+    write_atomic(path, data)
     return path
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename or unlink in `directory` durable (best effort: not every OS allows it)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def delete_voice_file(directory: Path, name: str) -> None:
     """Remove ``directory/NAME.safetensors`` (missing is fine). Raises OSError otherwise."""
-    (directory / f"{name}{VOICE_SUFFIX}").unlink(missing_ok=True)
-    _fsync_dir(directory)
-
-
-def clean_temporary_files(directory: Path) -> list[Path]:
-    """Remove temporary files a crashed write left in `directory`; returns them."""
-    if not directory.is_dir():
-        return []
-    removed = []
-    for temp in sorted(directory.glob(f".*{TEMP_SUFFIX}")):
-        temp.unlink(missing_ok=True)
-        removed.append(temp)
-        log.warning("removed %s, left by an interrupted voice write", temp)
-    return removed
+    delete_file(directory / f"{name}{VOICE_SUFFIX}")
 
 
 def load_saved_voices(

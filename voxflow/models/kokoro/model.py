@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from voxflow.audio.stretch import split_speed, time_stretch
-from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
+from voxflow.models.base import ModelFamily, TextFrontendStage, Voice, missing_symbols
 from voxflow.models.kokoro import memory
 from voxflow.models.kokoro.frontend import LANGUAGES, KokoroFrontend, TokenSegment
 from voxflow.models.kokoro.loader import (
@@ -278,6 +278,10 @@ class KokoroFamily(ModelFamily):
 
     def stages(self) -> list[Stage]:
         return [KokoroFrontendStage(self), KokoroAcousticStage(self)]
+
+    def phoneme_gaps(self, voice_id: str, ipa: str) -> str:
+        """Symbols of `ipa` missing from Kokoro's vocabulary (one for every voice)."""
+        return missing_symbols(ipa, self.frontend.vocab)
 
     def details(self) -> dict:
         s = self.settings

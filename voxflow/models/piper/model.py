@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+import unicodedata
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from piper.config import PiperConfig
 
 from voxflow.audio.stretch import split_speed, time_stretch
 from voxflow.memory_gate import GATE
-from voxflow.models.base import ModelFamily, TextFrontendStage, Voice
+from voxflow.models.base import ModelFamily, TextFrontendStage, Voice, missing_symbols
 from voxflow.models.piper import memory
 from voxflow.models.piper.decode import (
     DecodePlan,
@@ -567,6 +568,12 @@ class PiperFamily(ModelFamily):
 
     def stages(self) -> list[Stage]:
         return [PiperFrontendStage(self), PiperAcousticStage(self), PiperDecoderStage(self)]
+
+    def phoneme_gaps(self, voice_id: str, ipa: str) -> str:
+        """Symbols of `ipa` (decomposed, as `ipa_to_segments` reads it) missing from the
+        voice's ``phoneme_id_map``."""
+        table = self.voice_models[voice_id].config.phoneme_id_map
+        return missing_symbols(unicodedata.normalize("NFD", ipa), table)
 
     def details(self) -> dict:
         s = self.settings
