@@ -45,10 +45,15 @@ NGINX := .tools/nginx/usr/sbin/nginx
 $(NGINX):
 	tests/tools/get-nginx.sh .tools/nginx
 
+# `make test`'s unit tests run on two workers (as `make test-fast` runs them), and the modules
+# marked slow (real networks, processes and servers) and the integration tests one at a time:
+# several of them start servers whose timing a parallel neighbour would disturb.
 test: $(TEST_STAMP) $(NGINX)
 	$(BIN)/ruff check voxflow tests
 	$(BIN)/python -m mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests/unit
+	$(BIN)/python -m pytest -q -m slow tests/unit
+	$(BIN)/python -m pytest -q tests/integration
 
 # The edit loop: ruff and the unit tests on every core, less the modules marked slow (real
 # networks and processes, tests/conftest.py), which `make test` runs with the rest.
