@@ -1,0 +1,110 @@
+"""Synthesize a job's pending segments through the engine, one at a time, behind interactive
+requests.
+
+The engine has no request priority (its bulk lanes are worker threads, not request classes), so
+a job yields by itself: before each segment it waits until no other request is in flight or
+queued (`Admission`), then submits that one segment as its own request, seeded by
+`segment_seed`. An interactive request that arrives meanwhile waits for at most one segment
+(about `jobs.segment_chars` characters of synthesis).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from voxflow.engine.engine import Engine
+from voxflow.engine.request import SpeechRequest
+from voxflow.errors import OverloadedError, VoxflowError
+from voxflow.jobs.store import JobFiles, segment_seed
+
+IDLE_POLL_S = 0.05
+"""How often a job waiting for the engine to be idle looks again, in seconds."""
+
+
+@dataclass
+class Progress:
+    """A running job's rate so far, for its ETA."""
+
+    started: float = 0.0
+    chars_at_start: int = 0
+
+    def eta_s(self, job: JobFiles) -> float | None:
+        """Seconds left at the rate (characters per second) of this run; None before any."""
+        chars = job.done_chars - self.chars_at_start
+        spent = time.monotonic() - self.started
+        if chars <= 0 or spent <= 0:
+            return None
+        return (job.total_chars - job.done_chars) / (chars / spent)
+
+
+async def wait_for_idle(engine: Engine) -> None:
+    """Return once the engine holds no request (in flight or queued)."""
+    while engine.admission.outstanding > 0:
+        await asyncio.sleep(IDLE_POLL_S)
+
+
+async def synthesize_segment(engine: Engine, job: JobFiles, chapter: int, segment: int,
+                             internal: bool) -> tuple[np.ndarray, int]:
+    """One segment's audio: ``((N,) float32, sample rate Hz)``.
+
+    Raises:
+        what `Engine.submit` raises (but `OverloadedError`: it waits and tries again), and the
+        stream's error.
+    """
+    opts = job.options
+    request = SpeechRequest(
+        opts["model"], job.chapters[chapter].segments[segment], opts["voice"], opts["speed"],
+        segment_seed(opts["seed"], chapter, segment), language=opts.get("language"),
+        instructions=opts.get("instructions") or None,
+    )
+    while True:
+        await wait_for_idle(engine)
+        try:
+            stream = engine.submit(request, internal=internal)
+            break
+        except OverloadedError:
+            await asyncio.sleep(IDLE_POLL_S)
+    async with stream:
+        chunks = [chunk.samples async for chunk in stream]
+    audio = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)
+    return audio, stream.sample_rate
+
+
+async def run_job(engine: Engine, job: JobFiles, progress: Progress,
+                  on_segment: Callable[[], None] | None = None, internal: bool = True,
+                  quota_check: Callable[[], None] | None = None) -> None:
+    """Synthesize `job`'s pending segments in order, each stored as it finishes; sets the
+    state to ``running`` then ``done``. A `VoxflowError` of a segment fails the job (state
+    ``failed``, its error kept); cancellation (`asyncio.CancelledError`) leaves the state as it
+    is, so a restart resumes the job.
+
+    Args:
+        on_segment: called after each stored segment (a progress bar).
+        quota_check: called before each segment; raises to fail the job (a full quota).
+    """
+
+    job.state = "running"
+    job.save()
+    progress.started, progress.chars_at_start = time.monotonic(), job.done_chars
+    try:
+        for chapter, segment in job.pending():
+            if quota_check is not None:
+                quota_check()
+            audio, rate = await synthesize_segment(engine, job, chapter, segment, internal)
+            if job.sample_rate is None:
+                job.sample_rate = rate
+                job.save()
+            await asyncio.to_thread(job.write_segment, chapter, segment, audio)
+            if on_segment is not None:
+                on_segment()
+    except VoxflowError as exc:
+        job.state, job.error = "failed", exc.to_dict()
+        job.save()
+        return
+    job.state = "done"
+    job.save()
