@@ -9,8 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import LiveServer, start_server
 
-from tests.integration.conftest import LiveServer, start_server
+pytestmark = pytest.mark.integration
 
 BOOK = """Intro words before any heading.
 
