@@ -83,6 +83,18 @@ def test_job_runs_to_done_with_chapters_and_audio(server: LiveServer) -> None:
                        params={"chapter": i}).content for i in range(3)]
     assert b"".join(parts) == whole.content
     assert all(len(p) > 0 for p in parts)
+    marks = [c["start_seconds"] for c in view["chapters"]]
+    assert marks[0] == 0.0 and marks[0] < marks[1] < marks[2] < progress["audio_seconds"]
+    vtt = httpx.get(f"{server.url}/v1/audio/jobs/{job['id']}/captions")
+    assert vtt.status_code == 200 and vtt.headers["content-type"].startswith("text/vtt")
+    lines = vtt.text.splitlines()
+    assert lines[0] == "WEBVTT"
+    spoken = " ".join(line for line in lines[2:] if line and "-->" not in line)
+    assert spoken.startswith("Intro words before any heading.")
+    assert "second one." in spoken and spoken.endswith("second chapter.")
+    chapter_two = httpx.get(f"{server.url}/v1/audio/jobs/{job['id']}/captions",
+                            params={"chapter": 2}).text
+    assert chapter_two.splitlines()[2].startswith("00:00:00.")
     # a seeded job gives the same audio again
     again = wait_done(server.url, create(server.url).json()["id"])
     assert httpx.get(f"{server.url}/v1/audio/jobs/{again['id']}/audio").content == whole.content
@@ -92,6 +104,7 @@ def test_job_runs_to_done_with_chapters_and_audio(server: LiveServer) -> None:
 
 def test_unknown_job_is_404_in_openai_shape(server: LiveServer) -> None:
     for method, path in (("GET", "job_nope"), ("GET", "job_nope/audio"),
+                         ("GET", "job_nope/captions"),
                          ("DELETE", "job_nope")):
         r = httpx.request(method, f"{server.url}/v1/audio/jobs/{path}")
         assert r.status_code == 404
@@ -131,6 +144,16 @@ def test_too_many_jobs_is_429_and_delete_frees_a_place(server: LiveServer) -> No
     assert r.status_code == 201
     for j in [*ids[:-1], r.json()["id"]]:
         httpx.delete(f"{server.url}/v1/audio/jobs/{j}")
+
+
+def test_chapter_out_of_range_is_400(server: LiveServer) -> None:
+    job_id = create(server.url).json()["id"]
+    wait_done(server.url, job_id)
+    r = httpx.get(f"{server.url}/v1/audio/jobs/{job_id}/audio", params={"chapter": 3})
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "invalid_chapter"
+    assert "chapters 0 to 2, not 3" in r.json()["error"]["message"]
+    httpx.delete(f"{server.url}/v1/audio/jobs/{job_id}")
 
 
 def test_audio_before_done_is_409(server: LiveServer) -> None:

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from voxflow.config import JobsSettings
+from voxflow.jobs.captions import CaptionWord, webvtt
 from voxflow.jobs.chapters import Chapter, split_chapters, split_segments
 from voxflow.jobs.manager import JobManager, QuotaExceededError
+from voxflow.jobs.runner import caption_text
 from voxflow.jobs.store import JobFiles, read_manifest, segment_seed
 
 
@@ -87,3 +89,32 @@ def test_quota_full_refuses_new_jobs_with_507(tmp_path: Path) -> None:
 def test_jobs_enabled_needs_a_directory() -> None:
     with pytest.raises(ValueError, match="jobs.enabled needs jobs.directory"):
         JobsSettings(enabled=True)
+
+
+def test_webvtt_cues_break_at_sentence_ends_and_word_counts() -> None:
+    words = [CaptionWord(0.0, 0.4, "Hello"), CaptionWord(0.5, 0.9, "there."),
+             *[CaptionWord(1.0 + i, 1.5 + i, f"w{i}") for i in range(9)]]
+    assert webvtt(words) == "\n".join([
+        "WEBVTT", "",
+        "00:00:00.000 --> 00:00:00.900", "Hello there.", "",
+        "00:00:01.000 --> 00:00:08.500", "w0 w1 w2 w3 w4 w5 w6 w7", "",
+        "00:00:09.000 --> 00:00:09.500", "w8", "",
+    ])
+    assert webvtt([]) == "WEBVTT\n"
+    assert webvtt([CaptionWord(3723.25, 3724.0, "late")]).splitlines()[2] == (
+        "01:02:03.250 --> 01:02:04.000")
+
+
+def test_segment_words_are_kept_beside_the_samples(tmp_path: Path) -> None:
+    job = make_job(tmp_path)
+    job.write_segment(0, 0, np.zeros(4, np.float32), [[0.0, 0.1, "a"]])
+    job.write_segment(0, 1, np.zeros(4, np.float32))
+    assert JobFiles.load(job.root).read_words(0, 0) == [[0.0, 0.1, "a"]]
+    assert job.read_words(0, 1) == []
+
+
+def test_caption_words_keep_their_trailing_punctuation() -> None:
+    text = 'He said "yes." Then, **bold** words'
+    assert caption_text(text, 9, 12) == 'yes."'
+    assert caption_text(text, 15, 19) == "Then,"
+    assert caption_text(text, 23, 27) == "bold"

@@ -48,8 +48,8 @@ def test_speak_long_resumes_to_the_bytes_of_an_uninterrupted_run(
     assert main([*argv, "-o", str(straight)]) == 0
     real_write = JobFiles.write_segment
 
-    def write_then_die(self, chapter, segment, samples):
-        real_write(self, chapter, segment, samples)
+    def write_then_die(self, chapter, segment, samples, words=None):
+        real_write(self, chapter, segment, samples, words)
         raise Interrupted
 
     monkeypatch.setattr(JobFiles, "write_segment", write_then_die)

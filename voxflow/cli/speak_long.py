@@ -18,9 +18,10 @@ from voxflow.audio.encode import encode_audio
 from voxflow.audio.rates import delivered_rate
 from voxflow.cli.common import CliError
 from voxflow.config import Settings
+from voxflow.engine.request import SpeechRequest
 from voxflow.errors import VoxflowError
 from voxflow.jobs.chapters import split_chapters
-from voxflow.jobs.runner import Progress, run_job
+from voxflow.jobs.runner import Progress, run_job, times_words
 from voxflow.jobs.store import JobFiles, write_atomic
 
 SEGMENT_CHARS = 400
@@ -78,8 +79,12 @@ async def run_long(settings: Settings, args: argparse.Namespace, text: str, fmt:
     model = settings.models[0].name
     engine, load_s = await _start_engine(settings)
     try:
-        voice = args.voice or engine.family(model).default_voice
-        options = {"model": model, "voice": voice, "speed": args.speed, "seed": args.seed,
+        sample = engine.resolve(SpeechRequest(
+            model, text[:200], args.voice or engine.family(model).default_voice, args.speed,
+            args.seed, language=args.language))
+        model, voice = sample.model, sample.voice  # aliases resolved
+        options = {"timestamps": times_words(engine, sample), "model": model,
+                   "voice": voice, "speed": args.speed, "seed": args.seed,
                    "language": args.language, "instructions": None,
                    "response_format": fmt, "sample_rate": args.sample_rate}
         job = open_job(job_dir(args), text, options)

@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import SpeechRequest
-from voxflow.errors import OverloadedError, VoxflowError
+from voxflow.errors import InvalidRequestError, OverloadedError, VoxflowError
 from voxflow.jobs.store import JobFiles, segment_seed
 
 IDLE_POLL_S = 0.05
@@ -42,6 +42,36 @@ class Progress:
         return (job.total_chars - job.done_chars) / (chars / spent)
 
 
+def times_words(engine: Engine, request: SpeechRequest) -> bool:
+    """Whether the model of `request` (resolved) times the words of its text, so the job can
+    keep word timings for captions.
+
+    Raises:
+        what `Engine.prepare` raises for `request` itself (bad options).
+    """
+    if not engine.family(request.model).word_timestamps:
+        return False
+    try:
+        engine.prepare(replace(request, timestamps=True))
+    except InvalidRequestError as exc:
+        if exc.code == "timestamps_unsupported":  # not in this language (Kokoro's Japanese)
+            return False
+        raise
+    return True
+
+
+TRAILING = frozenset(".,;:!?)\"'»”’…")
+"""Punctuation a caption keeps after a word (a word's span in the input stops before it)."""
+
+
+def caption_text(text: str, start: int, end: int) -> str:
+    """The word at ``text[start:end]`` with the punctuation right after it (``one.``), for
+    captions that read as the text does."""
+    while end < len(text) and text[end] in TRAILING:
+        end += 1
+    return text[start:end]
+
+
 async def wait_for_idle(engine: Engine) -> None:
     """Return once the engine holds no request (in flight or queued)."""
     while engine.admission.outstanding > 0:
@@ -49,18 +79,21 @@ async def wait_for_idle(engine: Engine) -> None:
 
 
 async def synthesize_segment(engine: Engine, job: JobFiles, chapter: int, segment: int,
-                             internal: bool) -> tuple[np.ndarray, int]:
-    """One segment's audio: ``((N,) float32, sample rate Hz)``.
+                             internal: bool) -> tuple[np.ndarray, int, list[list] | None]:
+    """One segment's audio: ``((N,) float32, sample rate Hz, words)``; `words` (where the
+    job's ``timestamps`` option is on) ``[start_s, end_s, text]`` per word, else None.
 
     Raises:
         what `Engine.submit` raises (but `OverloadedError`: it waits and tries again), and the
         stream's error.
     """
     opts = job.options
+    text = job.chapters[chapter].segments[segment]
+    timed = bool(opts.get("timestamps"))
     request = SpeechRequest(
-        opts["model"], job.chapters[chapter].segments[segment], opts["voice"], opts["speed"],
+        opts["model"], text, opts["voice"], opts["speed"],
         segment_seed(opts["seed"], chapter, segment), language=opts.get("language"),
-        instructions=opts.get("instructions") or None,
+        instructions=opts.get("instructions") or None, timestamps=timed,
     )
     while True:
         await wait_for_idle(engine)
@@ -69,10 +102,14 @@ async def synthesize_segment(engine: Engine, job: JobFiles, chapter: int, segmen
             break
         except OverloadedError:
             await asyncio.sleep(IDLE_POLL_S)
+    chunks, words = [], []
     async with stream:
-        chunks = [chunk.samples async for chunk in stream]
+        async for chunk in stream:
+            chunks.append(chunk.samples)
+            words += [[w.start, w.end, caption_text(text, w.text_start, w.text_end)]
+                      for w in chunk.words]
     audio = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)
-    return audio, stream.sample_rate
+    return audio, stream.sample_rate, words if timed else None
 
 
 async def run_job(engine: Engine, job: JobFiles, progress: Progress,
@@ -95,11 +132,12 @@ async def run_job(engine: Engine, job: JobFiles, progress: Progress,
         for chapter, segment in job.pending():
             if quota_check is not None:
                 quota_check()
-            audio, rate = await synthesize_segment(engine, job, chapter, segment, internal)
+            audio, rate, words = await synthesize_segment(engine, job, chapter, segment,
+                                                          internal)
             if job.sample_rate is None:
                 job.sample_rate = rate
                 job.save()
-            await asyncio.to_thread(job.write_segment, chapter, segment, audio)
+            await asyncio.to_thread(job.write_segment, chapter, segment, audio, words)
             if on_segment is not None:
                 on_segment()
     except VoxflowError as exc:

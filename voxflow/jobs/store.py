@@ -142,12 +142,17 @@ class JobFiles:
         """The file of segment `segment` of chapter `chapter`."""
         return self.root / f"c{chapter:04d}-s{segment:05d}.f32"
 
-    def write_segment(self, chapter: int, segment: int, samples: np.ndarray) -> None:
-        """Store a finished segment: its file (atomically), then its manifest line (fsynced).
+    def write_segment(self, chapter: int, segment: int, samples: np.ndarray,
+                      words: list[list] | None = None) -> None:
+        """Store a finished segment: its words (when timed) and its samples (each file
+        atomically), then its manifest line (fsynced).
 
         Args:
             samples: ``(N,)`` float32 mono at `sample_rate`.
+            words: ``[start_s, end_s, text]`` per word, seconds from the segment's start.
         """
+        if words is not None:
+            write_atomic(self.words_path(chapter, segment), json.dumps(words).encode())
         data = np.ascontiguousarray(samples, dtype="<f4").tobytes()
         write_atomic(self.segment_path(chapter, segment), data)
         with open(self.root / "manifest.txt", "a", encoding="ascii") as f:
@@ -155,6 +160,15 @@ class JobFiles:
             f.flush()
             os.fsync(f.fileno())
         self.done[(chapter, segment)] = len(samples)
+
+    def words_path(self, chapter: int, segment: int) -> Path:
+        """The word timings file of a segment (JSON ``[[start_s, end_s, text], ...]``)."""
+        return self.root / f"c{chapter:04d}-s{segment:05d}.words.json"
+
+    def read_words(self, chapter: int, segment: int) -> list[list]:
+        """A finished segment's words (``[]`` where the model did not time them)."""
+        path = self.words_path(chapter, segment)
+        return json.loads(path.read_text()) if path.is_file() else []
 
     def read_chapter(self, chapter: int) -> np.ndarray:
         """Chapter `chapter`'s finished segments joined, float32 ``(N,)``."""

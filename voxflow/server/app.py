@@ -62,7 +62,13 @@ from voxflow.server.body_limit import BodyLimitMiddleware
 from voxflow.server.cors import OpenAICORSMiddleware
 from voxflow.server.draining import DrainMiddleware
 from voxflow.server.errors import install_error_handlers
-from voxflow.server.jobs import create_job, delete_job, get_job, get_job_audio
+from voxflow.server.jobs import (
+    create_job,
+    delete_job,
+    get_job,
+    get_job_audio,
+    get_job_captions,
+)
 from voxflow.server.listings import audio_models_list, models_list, voices_list
 from voxflow.server.openapi import error_responses, install_openapi
 from voxflow.server.playground import install_playground
@@ -185,6 +191,13 @@ def install_job_routes(app: FastAPI) -> None:
         summary="A finished job's audio", response_class=Response,
         responses={200: {"description": "The audio in the job's format.",
                          "content": {t: {} for t in SPEECH_TYPES[:-1]}},
+                   **error_responses(400, 404, 409)},
+    )
+    app.add_api_route(
+        "/v1/audio/jobs/{job_id}/captions", get_job_captions, methods=["GET"],
+        summary="A finished job's WebVTT captions", response_class=Response,
+        responses={200: {"description": "WebVTT from the word timings.",
+                         "content": {"text/vtt": {}}},
                    **error_responses(400, 404, 409)},
     )
 

@@ -25,7 +25,9 @@ from voxflow.audio.rates import check_requested_rate, delivered_rate
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import SpeechRequest
 from voxflow.errors import ConflictError, InvalidRequestError
+from voxflow.jobs.captions import CaptionWord, webvtt
 from voxflow.jobs.manager import JobManager
+from voxflow.jobs.runner import times_words
 from voxflow.jobs.store import JobFiles
 from voxflow.server.schemas import SpeechOptions
 
@@ -45,10 +47,13 @@ def job_view(job: JobFiles, manager: JobManager) -> dict:
     progress = manager.progress.get(job.id)
     eta = progress.eta_s(job) if progress is not None and job.state == "running" else None
     chapters = []
+    start = 0
     for index, chapter in enumerate(job.chapters):
         samples = sum(job.done.get((index, s), 0) for s in range(len(chapter.segments)))
         chapters.append({"index": index, "title": chapter.title, "characters": chapter.chars,
+                         "start_seconds": round(start / rate, 3) if rate else 0.0,
                          "audio_seconds": round(samples / rate, 3) if rate else 0.0})
+        start += samples
     return {
         "id": job.id, "object": "audio.job", "created_at": int(job.created),
         "state": job.state, "model": job.options["model"], "voice": job.options["voice"],
@@ -83,7 +88,8 @@ async def create_job(body: JobBody, request: Request) -> JSONResponse:
                            language=body.language, instructions=body.instructions or None)
     resolved = engine.resolve(sample)
     engine.prepare(resolved)
-    options = {"model": resolved.model, "voice": resolved.voice, "speed": body.speed,
+    options = {"timestamps": times_words(engine, resolved), "model": resolved.model,
+               "voice": resolved.voice, "speed": body.speed,
                "seed": body.seed, "language": body.language,
                "instructions": body.instructions or None,
                "response_format": body.response_format, "sample_rate": body.sample_rate}
@@ -100,7 +106,37 @@ async def get_job(job_id: str, request: Request) -> dict:
 async def get_job_audio(job_id: str, request: Request, chapter: int | None = None) -> Response:
     """``GET /v1/audio/jobs/{job_id}/audio``: a done job's audio in its format (``?chapter=N``:
     that chapter's alone); 409 ``job_not_done`` before, 400 for a chapter it does not have."""
-    manager = _manager(request)
+    job = _done_job(_manager(request), job_id, chapter)
+    wanted = range(len(job.chapters)) if chapter is None else [chapter]
+    fmt = job.options["response_format"]
+    native = job.sample_rate or 0  # set: the job is done
+    rate = delivered_rate(fmt, native, job.options.get("sample_rate"))
+
+    def encode() -> bytes:
+        audio = np.concatenate([job.read_chapter(c) for c in wanted])
+        return encode_audio(audio, native, fmt, rate)
+
+    data = await asyncio.to_thread(encode)
+    return Response(data, media_type=content_type(fmt, rate),
+                    headers={"X-Sample-Rate": str(rate)})
+
+
+def job_captions(job: JobFiles, chapter: int | None) -> str:
+    """The WebVTT of a done job (or of one chapter, its times from the chapter's start)."""
+    rate = job.sample_rate or 1
+    words: list[CaptionWord] = []
+    offset = 0
+    for c in range(len(job.chapters)):
+        if chapter is not None and c != chapter:
+            continue
+        for s in range(len(job.chapters[c].segments)):
+            base = offset / rate
+            words += [CaptionWord(base + w[0], base + w[1], w[2]) for w in job.read_words(c, s)]
+            offset += job.done.get((c, s), 0)
+    return webvtt(words)
+
+
+def _done_job(manager: JobManager, job_id: str, chapter: int | None) -> JobFiles:
     job = manager.get(job_id)
     if job.state != "done" or job.sample_rate is None:
         raise ConflictError(f"Job '{job_id}' is {job.state}, not done: its audio is not ready.",
@@ -109,17 +145,17 @@ async def get_job_audio(job_id: str, request: Request, chapter: int | None = Non
         raise InvalidRequestError(
             f"Job '{job_id}' has chapters 0 to {len(job.chapters) - 1}, not {chapter}.",
             param="chapter", code="invalid_chapter")
-    wanted = range(len(job.chapters)) if chapter is None else [chapter]
-    fmt = job.options["response_format"]
-    rate = delivered_rate(fmt, job.sample_rate, job.options.get("sample_rate"))
+    return job
 
-    def encode() -> bytes:
-        audio = np.concatenate([job.read_chapter(c) for c in wanted])
-        return encode_audio(audio, job.sample_rate or rate, fmt, rate)
 
-    data = await asyncio.to_thread(encode)
-    return Response(data, media_type=content_type(fmt, rate),
-                    headers={"X-Sample-Rate": str(rate)})
+async def get_job_captions(job_id: str, request: Request,
+                           chapter: int | None = None) -> Response:
+    """``GET /v1/audio/jobs/{job_id}/captions``: a done job's WebVTT captions from its word
+    timings (``?chapter=N``: that chapter's); a model that does not time words gives the
+    header alone. 409 ``job_not_done`` before, 400 for a chapter it does not have."""
+    job = _done_job(_manager(request), job_id, chapter)
+    text = await asyncio.to_thread(job_captions, job, chapter)
+    return Response(text, media_type="text/vtt; charset=utf-8")
 
 
 async def delete_job(job_id: str, request: Request) -> dict:
@@ -128,4 +164,5 @@ async def delete_job(job_id: str, request: Request) -> dict:
     return {"id": job.id, "object": "audio.job.deleted", "deleted": True}
 
 
-__all__ = ["JobBody", "create_job", "delete_job", "get_job", "get_job_audio", "job_view"]
+__all__ = ["JobBody", "create_job", "delete_job", "get_job", "get_job_audio",
+           "get_job_captions", "job_captions", "job_view"]
