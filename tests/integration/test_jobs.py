@@ -164,3 +164,38 @@ def test_audio_before_done_is_409(server: LiveServer) -> None:
     assert audio.status_code == 409
     assert audio.json()["error"]["code"] == "job_not_done"
     assert httpx.delete(f"{server.url}/v1/audio/jobs/{job_id}").status_code == 200
+
+
+def test_deleting_a_running_job_cancels_it_and_the_next_job_runs(
+        server: LiveServer, tmp_path: Path) -> None:
+    long_id = create(server.url, input="A sentence to read. " * 90).json()["id"]
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{server.url}/v1/audio/jobs/{long_id}").json()["state"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    folder = server.app.state.jobs.root / long_id
+    assert folder.is_dir()
+    assert httpx.delete(f"{server.url}/v1/audio/jobs/{long_id}").status_code == 200
+    assert not folder.exists()
+    assert httpx.get(f"{server.url}/v1/audio/jobs/{long_id}").status_code == 404
+    short = create(server.url).json()["id"]
+    assert wait_done(server.url, short)["state"] == "done"
+    httpx.delete(f"{server.url}/v1/audio/jobs/{short}")
+
+
+def test_full_quota_is_507_in_openai_shape(tiny_voice_dir: Path, tmp_path: Path) -> None:
+    live = start_server(tiny_overrides(tiny_voice_dir, tmp_path, disk_quota_bytes=1))
+    try:
+        first = create(live.url)
+        assert first.status_code == 201  # nothing stored yet
+        r = create(live.url)
+        assert r.status_code == 507
+        error = r.json()["error"]
+        assert error["code"] == "quota_exceeded"
+        assert "jobs' disk quota is full" in error["message"]
+        failed = wait_done(live.url, first.json()["id"])
+        # its plan and state files already take the byte: it fails before its first segment
+        assert failed["state"] == "failed"
+        assert failed["error"]["code"] == "quota_exceeded"
+    finally:
+        live.stop()
