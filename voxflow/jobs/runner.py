@@ -24,6 +24,10 @@ from voxflow.jobs.store import JobFiles, segment_seed
 
 IDLE_POLL_S = 0.05
 """How often a job waiting for the engine to be idle looks again, in seconds."""
+SLACK_S = 3600.0
+"""A job's segment is submitted as if its listener had this many seconds of audio left
+(`Engine.submit`'s `listener_ends_at`): its items are due that late, so the deadline-ordered
+stage queues serve every interactive request's items before them."""
 
 
 @dataclass
@@ -98,7 +102,8 @@ async def synthesize_segment(engine: Engine, job: JobFiles, chapter: int, segmen
     while True:
         await wait_for_idle(engine)
         try:
-            stream = engine.submit(request, internal=internal)
+            stream = engine.submit(request, internal=internal,
+                                   listener_ends_at=time.perf_counter() + SLACK_S)
             break
         except OverloadedError:
             await asyncio.sleep(IDLE_POLL_S)
@@ -137,7 +142,13 @@ async def run_job(engine: Engine, job: JobFiles, progress: Progress,
             if job.sample_rate is None:
                 job.sample_rate = rate
                 job.save()
-            await asyncio.to_thread(job.write_segment, chapter, segment, audio, words)
+            write = asyncio.ensure_future(
+                asyncio.to_thread(job.write_segment, chapter, segment, audio, words))
+            try:
+                await asyncio.shield(write)
+            except asyncio.CancelledError:
+                await write  # the write ends before the job stops: a delete comes next
+                raise
             if on_segment is not None:
                 on_segment()
     except VoxflowError as exc:
