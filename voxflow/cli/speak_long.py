@@ -24,9 +24,6 @@ from voxflow.jobs.chapters import split_chapters
 from voxflow.jobs.runner import Progress, run_job, times_words
 from voxflow.jobs.store import JobFiles, write_atomic
 
-SEGMENT_CHARS = 400
-"""Characters per segment (`jobs.segment_chars`' default)."""
-
 
 def job_dir(args: argparse.Namespace) -> Path:
     """The job folder: ``--job-dir``, else the output's path plus ``.job``.
@@ -41,14 +38,14 @@ def job_dir(args: argparse.Namespace) -> Path:
     return Path(f"{args.output}.job")
 
 
-def open_job(root: Path, text: str, options: dict) -> JobFiles:
-    """The job in `root`: loaded when it holds this text with these options (a resume), else
-    created (`root` must not exist then).
+def open_job(root: Path, text: str, options: dict, segment_chars: int) -> JobFiles:
+    """The job in `root`: loaded when it holds this text with these options cut into segments
+    of about `segment_chars` (a resume), else created (`root` must not exist then).
 
     Raises:
         CliError: `root` holds another job (other text or options).
     """
-    chapters = split_chapters(text, SEGMENT_CHARS)
+    chapters = split_chapters(text, segment_chars)
     if not chapters:
         raise CliError("the text has nothing to read (only whitespace)")
     if (root / "plan.json").is_file():
@@ -87,7 +84,7 @@ async def run_long(settings: Settings, args: argparse.Namespace, text: str, fmt:
                    "voice": voice, "speed": args.speed, "seed": args.seed,
                    "language": args.language, "instructions": None,
                    "response_format": fmt, "sample_rate": args.sample_rate}
-        job = open_job(job_dir(args), text, options)
+        job = open_job(job_dir(args), text, options, settings.jobs.segment_chars)
         if job.done:
             print(f"resuming: {len(job.done)} segments already done", file=sys.stderr)
         t0 = time.perf_counter()
