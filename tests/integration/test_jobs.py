@@ -125,6 +125,9 @@ def test_oversized_job_is_413(server: LiveServer) -> None:
     ({"model": "nope"}, 404, "model"),
     ({"input": "   \n  "}, 400, "input"),
     ({"response_format": "ogg"}, 400, "response_format"),
+    ({"stream": True}, 400, "stream"),
+    ({"seed": -1}, 400, "seed"),
+    ({"input": 5}, 400, "input"),
 ])
 def test_bad_options_are_4xx(server: LiveServer, body: dict, status: int, param: str) -> None:
     r = create(server.url, **body)
