@@ -411,6 +411,45 @@ class WyomingSettings(BaseModel):
     )
 
 
+class JobsSettings(_Strict):
+    """Long-form jobs (`POST /v1/audio/jobs`, `voxflow speak --long`; docs/api.md)."""
+
+    enabled: bool = Field(
+        False, description="Serve the long-form job routes under `/v1/audio/jobs` (needs "
+        "`jobs.directory`)."
+    )
+    directory: Path | None = Field(
+        None, description="Folder that holds one sub-folder per job (its `job.json` and audio "
+        "segments); jobs left unfinished there resume when the server starts."
+    )
+    max_chars: int = Field(
+        1_000_000, ge=1, le=100_000_000,
+        description="Most characters of one job's input; more is a 413 `job_too_large`.",
+    )
+    max_jobs: int = Field(
+        16, ge=1, le=100_000,
+        description="Most jobs kept at once (any state); one more is a 429 `too_many_jobs` "
+        "until one is deleted.",
+    )
+    disk_quota_bytes: int = Field(
+        2_000_000_000, ge=1,
+        description="Most bytes all jobs' files may take: while they take this much or more, "
+        "a new job is refused with a 507 `quota_exceeded` and a running job fails with it "
+        "before its next segment.",
+    )
+    segment_chars: int = Field(
+        400, ge=50, le=4096,
+        description="A chapter is cut into pieces of about this many characters (at paragraph "
+        "then sentence ends); each is one engine request and one segment file on disk.",
+    )
+
+    @model_validator(mode="after")
+    def _needs_directory(self) -> JobsSettings:
+        if self.enabled and self.directory is None:
+            raise ValueError("jobs.enabled needs jobs.directory")
+        return self
+
+
 class Settings(_Strict):
     """The whole deployment."""
 
@@ -432,6 +471,10 @@ class Settings(_Strict):
         WyomingSettings(),
         description="Home Assistant's Wyoming protocol beside HTTP (docs/clients.md, Home "
         "Assistant).",
+    )
+    jobs: JobsSettings = Field(
+        JobsSettings(), description="Long-form jobs: a whole book in, audio files out "
+        "(docs/api.md, Long-form jobs)."
     )
 
     @model_validator(mode="after")

@@ -35,7 +35,7 @@ FLOORS: dict[str, int] = {
     "models": 2,
     "config": 3, "config_suggest": 3, "shipped_configs": 3,
     "engine": 4,
-    "server": 5, "wyoming": 5,
+    "server": 5, "wyoming": 5, "jobs": 5,
     "ray": 6,
     "bench": 7, "eval": 7,
     "cli": 8, "settings_doc": 8, "__main__": 8,

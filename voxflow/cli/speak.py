@@ -91,6 +91,12 @@ def add_speak(commands, common: argparse.ArgumentParser) -> None:
         "--progress", action=argparse.BooleanOptionalAction, default=None,
         help="show a progress bar on stderr (default: when stderr is a terminal)",
     )
+    p.add_argument(
+        "--long", action="store_true",
+        help="a long text (a book): chapters at Markdown headings, made segment by segment "
+        "into a job folder (OUT.job), so a rerun resumes where the last run stopped",
+    )
+    p.add_argument("--job-dir", metavar="DIR", help="the --long job's folder (default: OUT.job)")
     p.add_argument("-v", "--verbose", action="store_true", help="log engine details to stderr")
     p.set_defaults(handler=cmd_speak)
 
@@ -408,6 +414,8 @@ def cmd_speak(args: argparse.Namespace) -> int:
     settings = only_model(load_cli_settings(args, before=SPEAK_DEFAULTS), args.model)
     configure_logging("info" if args.verbose else "warning", tracebacks=args.verbose)
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
+    if getattr(args, "long", False):
+        return _speak_long(settings, args, text, fmt, progress)
     output = AudioOutput(args.output, fmt, getattr(args, "sample_rate", None))
     try:
         result = asyncio.run(synthesize(settings, args, text, output, progress))
@@ -427,4 +435,14 @@ def cmd_speak(args: argparse.Namespace) -> int:
     if result.unspeakable:
         print("note: the text has nothing speakable (only punctuation or symbols): the audio "
               "is silence", file=sys.stderr)
+    return 0
+
+
+def _speak_long(settings: Settings, args: argparse.Namespace, text: str, fmt: str,
+                progress: bool) -> int:
+    """`speak --long` (`voxflow.cli.speak_long`)."""
+    from voxflow.cli.speak_long import run_long  # noqa: PLC0415 (only --long needs it)
+
+    audio_s, synth_s = asyncio.run(run_long(settings, args, text, fmt, progress))
+    print(f"wrote {args.output}: {audio_s:.2f} s of audio in {synth_s:.2f} s", file=sys.stderr)
     return 0

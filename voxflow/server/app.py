@@ -49,6 +49,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from voxflow import __version__
 from voxflow.config import ConfigError, Settings
 from voxflow.engine.engine import Engine
+from voxflow.jobs.manager import running_jobs
 from voxflow.models.files import ModelFileError
 from voxflow.server.auth import (
     DOCS_ASSETS,
@@ -61,6 +62,13 @@ from voxflow.server.body_limit import BodyLimitMiddleware
 from voxflow.server.cors import OpenAICORSMiddleware
 from voxflow.server.draining import DrainMiddleware
 from voxflow.server.errors import install_error_handlers
+from voxflow.server.jobs import (
+    create_job,
+    delete_job,
+    get_job,
+    get_job_audio,
+    get_job_captions,
+)
 from voxflow.server.lexicons import delete_lexicon, get_lexicon, list_lexicons, put_lexicon
 from voxflow.server.listings import audio_models_list, models_list, voices_list
 from voxflow.server.openapi import error_responses, install_openapi
@@ -165,6 +173,36 @@ def voices_served(engine: Engine) -> str:
             f"model{'s' if len(counts) != 1 else ''} ({each})")
 
 
+def install_job_routes(app: FastAPI) -> None:
+    """The long-form job routes (`voxflow.server.jobs`), where ``jobs.enabled``."""
+    app.add_api_route(
+        "/v1/audio/jobs", create_job, methods=["POST"], summary="Create a long-form job",
+        status_code=201, responses=error_responses(400, 404, 413, 429, 503, 507),
+    )
+    app.add_api_route(
+        "/v1/audio/jobs/{job_id}", get_job, methods=["GET"], summary="A job's state",
+        responses=error_responses(404),
+    )
+    app.add_api_route(
+        "/v1/audio/jobs/{job_id}", delete_job, methods=["DELETE"],
+        summary="Cancel and delete a job", responses=error_responses(404),
+    )
+    app.add_api_route(
+        "/v1/audio/jobs/{job_id}/audio", get_job_audio, methods=["GET"],
+        summary="A finished job's audio", response_class=Response,
+        responses={200: {"description": "The audio in the job's format.",
+                         "content": {t: {} for t in SPEECH_TYPES[:-1]}},
+                   **error_responses(400, 404, 409)},
+    )
+    app.add_api_route(
+        "/v1/audio/jobs/{job_id}/captions", get_job_captions, methods=["GET"],
+        summary="A finished job's WebVTT captions", response_class=Response,
+        responses={200: {"description": "WebVTT from the word timings.",
+                         "content": {"text/vtt": {}}},
+                   **error_responses(400, 404, 409)},
+    )
+
+
 def create_app(settings: Settings, engine: Engine | None = None, *,
                min_stream_chunk_s: float = 0.0, wyoming: bool = True) -> FastAPI:
     """Build the app; its lifespan starts `engine` (a new one from `settings` by default).
@@ -210,7 +248,9 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
         try:
             if wyoming is not None:
                 await wyoming.start()
-            yield
+            # long-form jobs; unfinished ones on disk resume (voxflow.jobs)
+            async with running_jobs(settings.jobs, engine) as app.state.jobs:
+                yield
         finally:
             if wyoming is not None:
                 await wyoming.stop()
@@ -277,6 +317,8 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
         "/v1/audio/lexicons/{name}", delete_lexicon, methods=["DELETE"],
         summary="Delete a pronunciation lexicon", responses=error_responses(403, 404),
     )
+    if settings.jobs.enabled:
+        install_job_routes(app)
     for path, endpoint, errors in (
         ("/v1/audio/lexicons", list_lexicons, (405,)),
         ("/v1/audio/lexicons/{name}", get_lexicon, (404, 405)),

@@ -1,0 +1,204 @@
+"""Long-form jobs through the served app on the tiny Piper voice: create, poll, download,
+chapters, cancel, and bad input in the OpenAI error shape."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import LiveServer, start_server
+
+pytestmark = pytest.mark.integration
+
+BOOK = """Intro words before any heading.
+
+# Chapter one
+
+The first chapter has two sentences. Here is the second one.
+
+## Chapter two
+
+A short second chapter.
+"""
+
+
+def tiny_overrides(tiny_voice_dir: Path, jobs_dir: Path, **jobs) -> dict:
+    """Settings overrides: only the tiny voice, jobs on under `jobs_dir`."""
+    return {
+        "models.0.options.voices_dir": str(tiny_voice_dir),
+        "models.0.options.include_default_voice": False,
+        "models.0.options.default_voice": "tiny",
+        "models.0.voice_aliases": {},
+        "jobs.enabled": True,
+        "jobs.directory": str(jobs_dir),
+        "jobs.segment_chars": 60,
+        **{f"jobs.{k}": v for k, v in jobs.items()},
+    }
+
+
+@pytest.fixture(scope="module")
+def server(tiny_voice_dir: Path, tmp_path_factory) -> Iterator[LiveServer]:
+    jobs_dir = tmp_path_factory.mktemp("jobs")
+    live = start_server(tiny_overrides(tiny_voice_dir, jobs_dir, max_chars=2000, max_jobs=3))
+    yield live
+    live.stop()
+
+
+def wait_done(url: str, job_id: str, timeout_s: float = 60) -> dict:
+    """Poll a job until it is final; its last view."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        view = httpx.get(f"{url}/v1/audio/jobs/{job_id}").json()
+        if view["state"] in ("done", "failed", "cancelled"):
+            return view
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} not done: {view}")
+
+
+def create(url: str, **body) -> httpx.Response:
+    return httpx.post(f"{url}/v1/audio/jobs", json={
+        "model": "piper", "voice": "tiny", "input": BOOK, "response_format": "pcm",
+        "sample_rate": "native", "seed": 7, **body})
+
+
+def test_job_runs_to_done_with_chapters_and_audio(server: LiveServer) -> None:
+    r = create(server.url)
+    assert r.status_code == 201, r.text
+    job = r.json()
+    assert job["object"] == "audio.job" and job["id"].startswith("job_")
+    assert [c["title"] for c in job["chapters"]] == ["", "Chapter one", "Chapter two"]
+    view = wait_done(server.url, job["id"])
+    assert view["state"] == "done", view
+    progress = view["progress"]
+    assert progress["characters_done"] == progress["characters_total"] > 0
+    assert progress["segments_done"] == progress["segments_total"] == 4
+    whole = httpx.get(f"{server.url}/v1/audio/jobs/{job['id']}/audio")
+    assert whole.status_code == 200
+    rate = int(whole.headers["x-sample-rate"])
+    assert abs(len(whole.content) / 2 / rate - progress["audio_seconds"]) < 0.01
+    parts = [httpx.get(f"{server.url}/v1/audio/jobs/{job['id']}/audio",
+                       params={"chapter": i}).content for i in range(3)]
+    assert b"".join(parts) == whole.content
+    assert all(len(p) > 0 for p in parts)
+    marks = [c["start_seconds"] for c in view["chapters"]]
+    assert marks[0] == 0.0 and marks[0] < marks[1] < marks[2] < progress["audio_seconds"]
+    vtt = httpx.get(f"{server.url}/v1/audio/jobs/{job['id']}/captions")
+    assert vtt.status_code == 200 and vtt.headers["content-type"].startswith("text/vtt")
+    lines = vtt.text.splitlines()
+    assert lines[0] == "WEBVTT"
+    spoken = " ".join(line for line in lines[2:] if line and "-->" not in line)
+    assert spoken.startswith("Intro words before any heading.")
+    assert "second one." in spoken and spoken.endswith("second chapter.")
+    chapter_two = httpx.get(f"{server.url}/v1/audio/jobs/{job['id']}/captions",
+                            params={"chapter": 2}).text
+    assert chapter_two.splitlines()[2].startswith("00:00:00.")
+    # a seeded job gives the same audio again
+    again = wait_done(server.url, create(server.url).json()["id"])
+    assert httpx.get(f"{server.url}/v1/audio/jobs/{again['id']}/audio").content == whole.content
+    for j in (job["id"], again["id"]):
+        assert httpx.delete(f"{server.url}/v1/audio/jobs/{j}").json()["deleted"] is True
+
+
+def test_unknown_job_is_404_in_openai_shape(server: LiveServer) -> None:
+    for method, path in (("GET", "job_nope"), ("GET", "job_nope/audio"),
+                         ("GET", "job_nope/captions"),
+                         ("DELETE", "job_nope")):
+        r = httpx.request(method, f"{server.url}/v1/audio/jobs/{path}")
+        assert r.status_code == 404
+        assert r.json()["error"]["code"] == "job_not_found"
+        assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_oversized_job_is_413(server: LiveServer) -> None:
+    r = create(server.url, input="word " * 500)  # 2,500 characters, the limit is 2,000
+    assert r.status_code == 413
+    assert r.json()["error"]["code"] == "job_too_large"
+    assert "2,500 characters; the most is 2,000" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("body", "status", "param"), [
+    ({"speed": 9.0}, 400, "speed"),
+    ({"voice": "nobody"}, 400, "voice"),
+    ({"model": "nope"}, 404, "model"),
+    ({"input": "   \n  "}, 400, "input"),
+    ({"response_format": "ogg"}, 400, "response_format"),
+    ({"stream": True}, 400, "stream"),
+    ({"seed": -1}, 400, "seed"),
+    ({"input": 5}, 400, "input"),
+])
+def test_bad_options_are_4xx(server: LiveServer, body: dict, status: int, param: str) -> None:
+    r = create(server.url, **body)
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["param"] == param
+
+
+def test_too_many_jobs_is_429_and_delete_frees_a_place(server: LiveServer) -> None:
+    ids = [create(server.url).json()["id"] for _ in range(3)]
+    r = create(server.url)
+    assert r.status_code == 429
+    assert r.json()["error"]["code"] == "too_many_jobs"
+    deleted = httpx.delete(f"{server.url}/v1/audio/jobs/{ids[-1]}")
+    assert deleted.status_code == 200
+    assert httpx.get(f"{server.url}/v1/audio/jobs/{ids[-1]}").status_code == 404
+    r = create(server.url)
+    assert r.status_code == 201
+    for j in [*ids[:-1], r.json()["id"]]:
+        httpx.delete(f"{server.url}/v1/audio/jobs/{j}")
+
+
+def test_chapter_out_of_range_is_400(server: LiveServer) -> None:
+    job_id = create(server.url).json()["id"]
+    wait_done(server.url, job_id)
+    r = httpx.get(f"{server.url}/v1/audio/jobs/{job_id}/audio", params={"chapter": 3})
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "invalid_chapter"
+    assert "chapters 0 to 2, not 3" in r.json()["error"]["message"]
+    httpx.delete(f"{server.url}/v1/audio/jobs/{job_id}")
+
+
+def test_audio_before_done_is_409(server: LiveServer) -> None:
+    # a long job: its audio is asked for at once
+    r = create(server.url, input="A sentence to read. " * 90)
+    job_id = r.json()["id"]
+    audio = httpx.get(f"{server.url}/v1/audio/jobs/{job_id}/audio")
+    assert audio.status_code == 409
+    assert audio.json()["error"]["code"] == "job_not_done"
+    assert httpx.delete(f"{server.url}/v1/audio/jobs/{job_id}").status_code == 200
+
+
+def test_deleting_a_running_job_cancels_it_and_the_next_job_runs(
+        server: LiveServer, tmp_path: Path) -> None:
+    long_id = create(server.url, input="A sentence to read. " * 90).json()["id"]
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{server.url}/v1/audio/jobs/{long_id}").json()["state"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    folder = server.app.state.jobs.root / long_id
+    assert folder.is_dir()
+    assert httpx.delete(f"{server.url}/v1/audio/jobs/{long_id}").status_code == 200
+    assert not folder.exists()
+    assert httpx.get(f"{server.url}/v1/audio/jobs/{long_id}").status_code == 404
+    short = create(server.url).json()["id"]
+    assert wait_done(server.url, short)["state"] == "done"
+    httpx.delete(f"{server.url}/v1/audio/jobs/{short}")
+
+
+def test_full_quota_is_507_in_openai_shape(tiny_voice_dir: Path, tmp_path: Path) -> None:
+    live = start_server(tiny_overrides(tiny_voice_dir, tmp_path, disk_quota_bytes=1))
+    try:
+        first = create(live.url)
+        assert first.status_code == 201  # nothing stored yet
+        r = create(live.url)
+        assert r.status_code == 507
+        error = r.json()["error"]
+        assert error["code"] == "quota_exceeded"
+        assert "jobs' disk quota is full" in error["message"]
+        failed = wait_done(live.url, first.json()["id"])
+        # its plan and state files already take the byte: it fails before its first segment
+        assert failed["state"] == "failed"
+        assert failed["error"]["code"] == "quota_exceeded"
+    finally:
+        live.stop()
