@@ -392,6 +392,36 @@ class WyomingSettings(BaseModel):
     )
 
 
+class CacheSettings(_Strict):
+    """The audio cache of ``POST /v1/audio/speech`` (`voxflow.server.audio_cache`)."""
+
+    enabled: bool = Field(
+        True,
+        description="Keep the bodies of speech responses whose audio is fixed by the request "
+        "(seeded, or a family whose audio does not vary: docs/api.md, Audio cache) and answer "
+        "the same request again from memory (`X-Voxflow-Cache: hit`).",
+    )
+    max_bytes: int = Field(
+        64 * 2**20, ge=0,
+        description="Bytes of response bodies the cache holds at most (64 MiB); the least "
+        "recently used go first. Counted in the memory budget (`engine.memory_headroom_mb` is "
+        "on top of it). 0 stores nothing.",
+    )
+    max_entry_bytes: int = Field(
+        4 * 2**20, ge=1,
+        description="Largest response body stored, in bytes (4 MiB: about 2 minutes of 16 kHz "
+        "WAV); a larger response is sent and not kept.",
+    )
+
+    @model_validator(mode="after")
+    def _entry_fits(self) -> CacheSettings:
+        if self.max_entry_bytes > self.max_bytes > 0:
+            raise ValueError(
+                f"max_entry_bytes ({self.max_entry_bytes}) must be at most max_bytes "
+                f"({self.max_bytes}): an entry that size could never be kept")
+        return self
+
+
 class Settings(_Strict):
     """The whole deployment."""
 
@@ -413,6 +443,10 @@ class Settings(_Strict):
         WyomingSettings(),
         description="Home Assistant's Wyoming protocol beside HTTP (docs/clients.md, Home "
         "Assistant).",
+    )
+    cache: CacheSettings = Field(
+        CacheSettings(),
+        description="The audio cache of `POST /v1/audio/speech` (docs/api.md, Audio cache).",
     )
 
     @model_validator(mode="after")

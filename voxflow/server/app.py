@@ -50,6 +50,7 @@ from voxflow import __version__
 from voxflow.config import ConfigError, Settings
 from voxflow.engine.engine import Engine
 from voxflow.models.files import ModelFileError
+from voxflow.server.audio_cache import AudioCache, AudioCacheCollector
 from voxflow.server.auth import (
     DOCS_ASSETS,
     ApiKeyMiddleware,
@@ -79,7 +80,8 @@ SPEECH_TYPES = ("audio/mpeg", "audio/wav", "audio/pcm", "audio/flac", "audio/ogg
 """Content types of a speech response (`response_format`; SSE with ``stream_format: "sse"``)."""
 
 EXPOSED_HEADERS = ("X-Request-Id", "X-Sample-Rate", "X-Dropped-Letters", "X-Voxflow-Ignored",
-                   "X-Voxflow-Instructions", "X-Voxflow-Unspeakable", "Retry-After")
+                   "X-Voxflow-Instructions", "X-Voxflow-Unspeakable", "X-Voxflow-Cache",
+                   "Retry-After")
 """Response headers a browser page may read when CORS is on (`server.cors_origins`)."""
 
 
@@ -223,6 +225,10 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
     app.state.engine = engine
     app.state.settings = settings
     app.state.min_stream_chunk_s = min_stream_chunk_s
+    # responses whose audio is fixed, answered again from memory (voxflow.server.audio_cache)
+    app.state.audio_cache = AudioCache.from_settings(settings.cache)
+    if app.state.audio_cache is not None:
+        engine.metrics.registry.register(AudioCacheCollector(app.state.audio_cache))
     install_error_handlers(app)
     public = open_paths(settings.server)
     # no 422 in /docs (never sent); with keys, the bearer scheme and the 401s

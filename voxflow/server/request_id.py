@@ -110,6 +110,8 @@ class AccessRecord:
             fields; instructions a model cannot follow), or None.
         client: the client's address: the peer's, or the one a trusted proxy forwarded
             (``X-Forwarded-For`` from an address in ``server.trusted_proxies``).
+        cache: what the audio cache said (hit, miss, bypass; None with the cache off or
+            before the check).
     """
 
     request_id: str
@@ -125,6 +127,7 @@ class AccessRecord:
     complete: bool = False
     ignored: str | None = None
     client: str | None = None
+    cache: str | None = None
 
     def fields(self, now: float) -> dict[str, Any]:
         """The access line's fields, in order (None for unknown); text fields made safe by
@@ -145,6 +148,7 @@ class AccessRecord:
             "complete": self.complete,
             "ignored": self.ignored,
             "client": self.client,
+            "cache": self.cache,
         } | {key: log_value(value) for key, value in (
             ("model", self.model), ("voice", self.voice), ("format", self.fmt),
             ("ignored", self.ignored), ("client", self.client))
