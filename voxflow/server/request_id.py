@@ -17,8 +17,9 @@ For ``POST /v1/audio/speech`` (and ``/v1/audio/speech/timestamps``) it logs one 
 (``-`` when none was sent), ``total_s`` to the end of the response, ``complete=false`` a body
 cut off after its headers (timeout, stage failure, client gone), ``cache`` what the audio cache
 said (``hit``, ``miss``, ``bypass``; ``-`` with the cache off: `voxflow.server.speech_cache`).
-Fields the request never reached (a body that failed validation has no model) are ``-``. The record also carries each
-field as an attribute (``record.request_id``, ``record.status``, ...) for structured handlers.
+Fields the request never reached (a body that failed validation has no model) are ``-``. The
+record also carries each field as an attribute (``record.request_id``, ``record.status``, ...)
+for structured handlers.
 
 Client-supplied text (``model``, ``voice``, ``format``) is made safe before it is written, in the
 line and the attributes alike (`log_value`): cut to `LOG_VALUE_LIMIT` characters (a longer one
