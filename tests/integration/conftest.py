@@ -57,7 +57,8 @@ def start_server(overrides: dict | None = None, config: str | None = None) -> Li
     """Start a server with settings from `config` plus dotted `overrides`; waits for /health.
 
     The audio cache is off unless `overrides` turn it on (``cache.enabled``): tests that ask
-    for the same audio twice check synthesis, not the cache (test_audio_cache.py checks it)."""
+    for the same audio twice check synthesis, not the cache (test_audio_cache_served.py
+    checks it)."""
     settings = load_settings(config, {"server.port": 0, "cache.enabled": False,
                                       **(overrides or {})})
     app = create_app(settings)

@@ -1,6 +1,6 @@
 """Which requests' audio each family calls fixed (`ModelFamily.fixed_audio`), the audio cache's
 rule. The claims rest on determinism tests: unseeded Piper differs per request
-(tests/integration/test_audio_cache.py), unseeded whole Kokoro repeats byte for byte
+(tests/integration/test_audio_cache_served.py), unseeded whole Kokoro repeats byte for byte
 (tests/integration/test_kokoro.py), seeded requests repeat for every family (test_api.py,
 test_kokoro.py, test_cosyvoice3.py, test_magpie_family.py)."""
 

@@ -8,8 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-
-from tests.integration.conftest import LiveServer, start_server
+from conftest import LiveServer, start_server
 
 URL = "/v1/audio/speech"
 
