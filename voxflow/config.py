@@ -450,6 +450,36 @@ class JobsSettings(_Strict):
         return self
 
 
+class CacheSettings(_Strict):
+    """The audio cache of ``POST /v1/audio/speech`` (`voxflow.server.audio_cache`)."""
+
+    enabled: bool = Field(
+        True,
+        description="Keep the bodies of speech responses whose audio is fixed by the request "
+        "(seeded, or a family whose audio does not vary: docs/api.md, Audio cache) and answer "
+        "the same request again from memory (`X-Voxflow-Cache: hit`).",
+    )
+    max_bytes: int = Field(
+        64 * 2**20, ge=0,
+        description="Bytes of response bodies the cache holds at most (64 MiB); the least "
+        "recently used go first. Counted in the memory budget (`engine.memory_headroom_mb` is "
+        "on top of it). 0 stores nothing.",
+    )
+    max_entry_bytes: int = Field(
+        4 * 2**20, ge=1,
+        description="Largest response body stored, in bytes (4 MiB: about 2 minutes of 16 kHz "
+        "WAV); a larger response is sent and not kept.",
+    )
+
+    @model_validator(mode="after")
+    def _entry_fits(self) -> CacheSettings:
+        if self.max_entry_bytes > self.max_bytes > 0:
+            raise ValueError(
+                f"max_entry_bytes ({self.max_entry_bytes}) must be at most max_bytes "
+                f"({self.max_bytes}): an entry that size could never be kept")
+        return self
+
+
 class Settings(_Strict):
     """The whole deployment."""
 
@@ -475,6 +505,10 @@ class Settings(_Strict):
     jobs: JobsSettings = Field(
         JobsSettings(), description="Long-form jobs: a whole book in, audio files out "
         "(docs/api.md, Long-form jobs)."
+    )
+    cache: CacheSettings = Field(
+        CacheSettings(),
+        description="The audio cache of `POST /v1/audio/speech` (docs/api.md, Audio cache).",
     )
 
     @model_validator(mode="after")

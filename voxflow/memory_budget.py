@@ -4,7 +4,9 @@ their arena memory back, and runs wait for room (`voxflow.memory_gate`).
 Issue 7's bound: the steady state at most "the models' weights in memory plus 400 MB". The
 engine measures each model's memory as the RSS its load added (`ArenaBudget.loading`: the
 sessions with their weights, the voices, the front ends and their dictionaries) and the budget
-is their sum plus `headroom` (``engine.memory_headroom_mb``, 400 MB). Everything else lives in
+is their sum plus the audio cache's bound (``cache.max_bytes`` when the cache is on: its bodies
+are held for good, like weights) plus `headroom` (``engine.memory_headroom_mb``, 400 MB).
+Everything else lives in
 the headroom: Python and its libraries (the RSS before the first model, `base`), requests in
 flight, the encoders and ONNX Runtime's arena (`voxflow.models.onnx_memory`). So the runs'
 working sets get ``headroom - base - UNRESERVED_BYTES`` (`run_capacity`), which the engine
@@ -61,14 +63,17 @@ class ArenaBudget:
         self.headroom = headroom_bytes
         self.base: int | None = None      # RSS before the first model (Python, libraries)
         self.models: dict[str, int] = {}  # model name -> RSS its load added
+        self.cache = 0  # bytes the audio cache may hold (`cache.max_bytes`; 0 when off)
         self.shrinks = 0
         self._rss = rss
         self._lock = threading.Lock()
 
-    def start(self, headroom_bytes: int | None = HEADROOM_BYTES) -> None:
-        """Begin an engine's accounting: forget earlier models, note the RSS now as `base`."""
+    def start(self, headroom_bytes: int | None = HEADROOM_BYTES, cache_bytes: int = 0) -> None:
+        """Begin an engine's accounting: forget earlier models, note the RSS now as `base`;
+        `cache_bytes` is what the audio cache may hold (``cache.max_bytes``, 0 without it)."""
         with self._lock:
             self.headroom = headroom_bytes
+            self.cache = cache_bytes
             self.base = self._rss()
             self.models = {}
 
@@ -89,20 +94,21 @@ class ArenaBudget:
 
     @property
     def limit(self) -> int | None:
-        """The RSS in bytes above which runs shrink the arena (None: no budget)."""
+        """The RSS in bytes above which runs shrink the arena: the models' memory, the audio
+        cache's bound and the headroom (None: no budget)."""
         if self.headroom is None or self.base is None or not self.models:
             return None
-        return self.models_bytes + self.headroom
+        return self.models_bytes + self.cache + self.headroom
 
     @property
     def run_capacity(self) -> int | None:
         """Bytes the budget leaves for runs' working sets: the limit less the RSS with the
-        models loaded, less `UNRESERVED_BYTES` (``headroom - base - UNRESERVED_BYTES``; 0 when
-        that is negative); None: no budget."""
+        models loaded, less the audio cache's bound, less `UNRESERVED_BYTES` (``headroom - base
+        - UNRESERVED_BYTES``; 0 when that is negative); None: no budget."""
         limit = self.limit
         if limit is None or self.base is None:
             return None
-        return max(0, limit - self.base - self.models_bytes - UNRESERVED_BYTES)
+        return max(0, limit - self.base - self.models_bytes - self.cache - UNRESERVED_BYTES)
 
     def over(self) -> bool:
         limit, rss = self.limit, self._rss()

@@ -54,8 +54,13 @@ class LiveServer:
 
 
 def start_server(overrides: dict | None = None, config: str | None = None) -> LiveServer:
-    """Start a server with settings from `config` plus dotted `overrides`; waits for /health."""
-    settings = load_settings(config, {"server.port": 0, **(overrides or {})})
+    """Start a server with settings from `config` plus dotted `overrides`; waits for /health.
+
+    The audio cache is off unless `overrides` turn it on (``cache.enabled``): tests that ask
+    for the same audio twice check synthesis, not the cache (test_audio_cache_served.py
+    checks it)."""
+    settings = load_settings(config, {"server.port": 0, "cache.enabled": False,
+                                      **(overrides or {})})
     app = create_app(settings)
     # asyncio and h11, what uvicorn picks where uvloop and httptools are absent (`make serve`'s
     # runtime install): the test extras pull them in (ray[serve] -> uvicorn[standard]), and

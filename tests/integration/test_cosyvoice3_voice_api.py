@@ -352,3 +352,24 @@ def test_saved_voices_survive_a_restart_and_audio_needs_the_prompt_models(
         assert made.status_code == 200, made.text
     finally:
         second.stop()
+
+
+def test_deleting_a_voice_drops_its_cached_audio_and_a_re_created_one_misses(server,
+                                                                               monkeypatch):
+    from voxflow.server.audio_cache import AudioCache
+
+    cache = AudioCache(max_bytes=8 << 20, max_entry_bytes=4 << 20)
+    monkeypatch.setattr(server.app.state, "audio_cache", cache)  # the module's server has none
+    assert create(server.url, "carol", features=features_file()).status_code == 200
+    first = speak(server.url, "random-carol", stream=False)
+    again = speak(server.url, "random-carol", stream=False)
+    builtin = speak(server.url, "random-tiny", stream=False)
+    assert [r.headers["x-voxflow-cache"] for r in (first, again, builtin)] == \
+        ["miss", "hit", "miss"]
+    assert again.content == first.content and len(cache) == 2
+    assert delete(server.url, "random-carol").status_code == 200
+    assert len(cache) == 1 and cache.nbytes == len(builtin.content)  # the built-in stays
+    assert create(server.url, "carol", features=features_file()).status_code == 200
+    after = speak(server.url, "random-carol", stream=False)
+    assert after.headers["x-voxflow-cache"] == "miss" and after.content == first.content
+    assert delete(server.url, "random-carol").status_code == 200

@@ -232,8 +232,8 @@ def test_with_the_memory_budget_exhausted_runs_wait_their_turn_and_all_complete(
         assert all(c.nbytes > 10 * PCM_BYTES_S for c in clients)
         assert metric(server.url, "voxflow_memory_waits_total") > 0  # each run waited its turn
         assert httpx.get(f"{server.url}/health").json()["status"] == "ready"
-        assert re.search(r"memory: models \{'piper': \d+\} MiB, budget \d+ MiB, runs' working "
-                         r"sets 0 MiB", server.log.read_text())
+        assert re.search(r"memory: models \{'piper': \d+\} MiB, audio cache \d+ MiB, budget \d+ "
+                         r"MiB, runs' working sets 0 MiB", server.log.read_text())
     finally:
         stop(server)
 

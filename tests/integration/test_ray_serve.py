@@ -55,7 +55,10 @@ def _free_port() -> int:
 
 
 def _settings(port: int, **ray_fields: object) -> Settings:
-    overrides = {"server.port": port, **{f"ray.{k}": v for k, v in ray_fields.items()}}
+    # no audio cache: the same seeded requests are sent again and again, and the killed
+    # replica's and the rolling update's must be synthesized, never answered from memory
+    overrides = {"server.port": port, "cache.enabled": False,
+                 **{f"ray.{k}": v for k, v in ray_fields.items()}}
     return load_settings(CONFIG, overrides)
 
 

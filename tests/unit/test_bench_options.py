@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from voxflow.bench.adapters import Target, dropped_extras, make_adapter
 from voxflow.bench.arms import parse_arm, rotation
-from voxflow.bench.options import CASES, DATA_DIR
+from voxflow.bench.options import CASES, DATA_DIR, add_request_options
 from voxflow.cli import build_parser, main
 
 URL = "http://127.0.0.1:9"  # nothing listens there: a test that got past parsing would fail
@@ -163,3 +165,15 @@ def test_an_api_key_is_hidden_in_the_recorded_argv():
     assert redact_argv(argv) == ["voxflow", "bench", "run", "--api-key", "**********",
                                  "--url", "u", "--api-key=**********"]
     assert redact_argv(["voxflow", "--api-key"]) == ["voxflow", "--api-key"]
+
+
+def test_requests_to_voxflow_say_no_store_unless_cache_is_asked():
+    from voxflow.bench.options import target_from
+
+    parser = argparse.ArgumentParser()
+    add_request_options(parser)
+    plain = target_from(parser.parse_args([]), "openai", URL)
+    assert plain.headers == {"Cache-Control": "no-store"}
+    cached = target_from(parser.parse_args(["--cache", "--api-key", "k"]), "openai", URL)
+    assert cached.headers == {"Authorization": "Bearer k"}
+    assert target_from(parser.parse_args([]), "piper-http", URL).headers == {}

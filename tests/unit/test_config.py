@@ -251,3 +251,13 @@ def test_running_dry_below_the_continuation_lead_is_an_error():
     assert "running_dry_s (0.3) must be at least continuation_lead_s (0.5)" in message
     s = load_settings(None, {"engine.running_dry_s": 0.5})
     assert s.engine.running_dry_s == 0.5 and s.engine.late_first_yields is True
+
+
+def test_the_audio_cache_section_defaults_and_refusals():
+    cache = load_settings(None, {}).cache
+    assert (cache.enabled, cache.max_bytes, cache.max_entry_bytes) == (True, 64 << 20, 4 << 20)
+    assert "cache.max_bytes" in _error(None, {"cache.max_bytes": -1})
+    message = _error(None, {"cache.max_bytes": 1000, "cache.max_entry_bytes": 2000})
+    assert "max_entry_bytes (2000) must be at most max_bytes (1000)" in message
+    assert "cache.max_entry_bytes" in _error(None, {"cache.max_entry_bytes": 0})
+    assert load_settings(None, {"cache.max_bytes": 0}).cache.max_bytes == 0  # stores nothing

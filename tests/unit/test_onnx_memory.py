@@ -143,6 +143,20 @@ def test_budget_is_the_models_memory_plus_the_headroom_and_python_lives_in_the_h
     assert budget.over() and budget.shrinks == 1
 
 
+def test_the_audio_cache_bound_is_counted_in_the_budget_and_leaves_the_runs_theirs():
+    rss = FakeRss(120)
+    budget = ArenaBudget(headroom_bytes=400 << 20, rss=rss)
+    budget.start(400 << 20, cache_bytes=64 << 20)  # cache.max_bytes, as Engine.start gives it
+    with budget.loading("piper"):
+        rss.mib += 110
+    assert budget.limit == (110 + 64 + 400) << 20
+    assert budget.run_capacity == (400 - 120 - 32) << 20  # the cache's bytes are its own
+    rss.mib = 110 + 64 + 400
+    assert not budget.over()
+    rss.mib += 1
+    assert budget.over()
+
+
 def test_a_new_engine_forgets_the_last_ones_models_and_null_headroom_means_no_budget():
     rss = FakeRss(0)
     budget = ArenaBudget(headroom_bytes=400 << 20, rss=rss)

@@ -64,14 +64,16 @@ def test_item5_every_response_carries_an_id(client):
 def test_item5_access_line_names_every_field(caplog):
     record = AccessRecord("rid-7", started_at=0.0, model="piper", voice="joe", chars=12,
                           fmt="mp3", stream=True, audio=lambda: 1.23456, status=200,
-                          first_byte_at=0.25, complete=True, client="203.0.113.9")
+                          first_byte_at=0.25, complete=True, client="203.0.113.9",
+                          cache="hit")
     with caplog.at_level(logging.INFO, logger="voxflow.access"):
         log_access(record)
     (line,) = [r for r in caplog.records if r.name == "voxflow.access"]
     message = line.getMessage()
     assert message.startswith("request_id=rid-7 status=200 model=piper voice=joe chars=12 "
                               "audio_s=1.235 ttfa_s=0.25 total_s=")
-    assert message.endswith(" stream=true format=mp3 complete=true ignored=- client=203.0.113.9")
+    assert message.endswith(" stream=true format=mp3 complete=true ignored=- client=203.0.113.9"
+                            " cache=hit")
     assert (line.request_id, line.status, line.audio_s, line.ttfa_s) == ("rid-7", 200, 1.235, 0.25)
     unknown = AccessRecord("rid-8", status=400)
     assert unknown.fields(unknown.started_at)["model"] is None
@@ -94,7 +96,7 @@ def test_item1_client_values_cannot_forge_or_flood_the_access_line(caplog):
     fields = dict(part.split("=", 1) for part in message.split(" "))
     assert list(fields) == ["request_id", "status", "model", "voice", "chars", "audio_s",
                             "ttfa_s", "total_s", "stream", "format", "complete", "ignored",
-                            "client"]
+                            "client", "cache"]
     assert fields["request_id"] == "rid-9"
     assert fields["model"] == "x" * 64 + "…[100,000_characters]"
     assert fields["voice"] == (r"joe\n2026-11-30\x20INFO\x20voxflow.access:"

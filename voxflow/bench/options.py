@@ -20,6 +20,7 @@ from voxflow.bench.adapters import OPENAI_PCM_RATE, Target
 from voxflow.bench.idle import IdlePolicy
 from voxflow.bench.openloop import CapacitySearch, OpenLoopPlan, Slo
 from voxflow.bench.runner import MIN_PER_LEVEL, Case, SweepPlan
+from voxflow.bench.target import NO_STORE
 from voxflow.wyoming.address import wyoming_address
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
@@ -164,6 +165,9 @@ def add_request_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=non_negative_int,
                    help="request i gets seed SEED + its text index (default: no seed; "
                    "--check uses 0)")
+    g.add_argument("--cache", action="store_true",
+                   help="let a voxflow server answer from its audio cache: without it every "
+                   "request says 'Cache-Control: no-store', so the figures measure synthesis")
     g.add_argument("--timeout", type=positive_float, default=120.0,
                    help="seconds a request may take (120)")
     g.add_argument("--api-key", default=os.environ.get(API_KEY_ENV) or None, metavar="KEY",
@@ -305,6 +309,18 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
 
 
 # ---- typed values from parsed options -----------------------------------------------------------
+def request_headers(args: argparse.Namespace, engine: str) -> dict[str, str]:
+    """The headers sent to a voxflow server (`engine` "openai"; none to the others): its API
+    key when given, and ``Cache-Control: no-store`` unless ``--cache`` (docs/api.md, Audio
+    cache), so a repeated seeded request is synthesized again, not answered from memory."""
+    if engine != "openai":
+        return {}
+    headers = {} if getattr(args, "cache", False) else dict(NO_STORE)
+    if args.api_key:
+        headers["Authorization"] = f"Bearer {args.api_key}"
+    return headers
+
+
 def target_from(args: argparse.Namespace, engine: str, url: str) -> Target:
     """The server under test at `url` and the request options parsed by `add_request_options`."""
     wyoming = engine == "wyoming"
@@ -314,8 +330,7 @@ def target_from(args: argparse.Namespace, engine: str, url: str) -> Target:
         stream=args.stream or args.sse, stream_field=args.stream_field, sse=args.sse,
         sample_rate=args.sample_rate,
         extras=dict(args.extra),
-        headers=({"Authorization": f"Bearer {args.api_key}"}
-                 if args.api_key and engine == "openai" else {}),
+        headers=request_headers(args, engine),
         text_words_per_s=(args.wyoming_words_per_s
                           if wyoming and getattr(args, "wyoming_streaming", False) else None),
     )

@@ -37,6 +37,7 @@ from voxflow.bench.client import error_kind
 from voxflow.bench.memory import RssSource
 from voxflow.bench.report import render_table
 from voxflow.bench.soak_bad import BAD_CASES, BY_NAME, bad_body, error_code
+from voxflow.bench.target import NO_STORE
 
 MAX_REQUESTS = 100_000
 MAX_CLIENTS = 64
@@ -286,8 +287,9 @@ async def send(client: httpx.AsyncClient, url: str, req: SoakRequest, timeout_s:
 async def _send_speech(client: httpx.AsyncClient, url: str, req: SoakRequest, timeout_s: float,
                        record: dict[str, Any], keep: bytearray | None) -> None:
     """A valid request: read the body to its end, or a leaving client's first chunk."""
+    # no-store: the soak measures synthesis, and its seeded identity compares two syntheses
     async with client.stream("POST", f"{url}/v1/audio/speech", json=req.body(),
-                             timeout=timeout_s) as response:
+                             headers=NO_STORE, timeout=timeout_s) as response:
         record["status"] = response.status_code
         async for data in response.aiter_bytes():
             record["bytes"] += len(data)

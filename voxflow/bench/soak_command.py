@@ -41,6 +41,7 @@ from voxflow.bench.soak import (
     soak_table,
 )
 from voxflow.bench.soak_checks import resend_seeded, soak_verdicts
+from voxflow.bench.target import NO_STORE
 from voxflow.records import write_json
 
 DEFAULT_FORMATS = "mp3,opus,aac,wav"
@@ -191,7 +192,8 @@ def _started(stack: ExitStack, command: str, health_timeout_s: float) -> tuple[s
     log = Path(tempfile.mkdtemp(prefix="voxflow-soak-")) / "server.log"
     server = stack.enter_context(ArmServer(arm, free_port(), log))
     say(f"starting the server ({server.command}); log {log}")
-    adapter = OpenAIAdapter(Target("openai", server.url))
+    # no-store: its seeded identity compares two syntheses, never a cached copy
+    adapter = OpenAIAdapter(Target("openai", server.url, headers=dict(NO_STORE)))
 
     async def ready() -> float:
         async with http_client(1) as client:

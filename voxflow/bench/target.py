@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+NO_STORE = {"Cache-Control": "no-store"}
+"""Sent to a voxflow server unless ``--cache``: the request is synthesized, never answered from
+the server's audio cache (so a benchmark measures synthesis, and a determinism check compares
+two syntheses)."""
+
 OPENAI_PCM_RATE = 24000
 """Hz of OpenAI's ``pcm`` (16-bit mono), assumed when a server does not say its rate."""
 

@@ -21,6 +21,7 @@ from voxflow.config import ConfigError, Settings
 from voxflow.engine.admission import Admission
 from voxflow.engine.aliases import Aliases
 from voxflow.engine.ar_loop import AutoregressiveLoop
+from voxflow.engine.checked import CheckedRequest
 from voxflow.engine.checks import SPEED_MAX, SPEED_MIN, check_input, check_seed, check_speed
 from voxflow.engine.drain import Drain
 from voxflow.engine.lexicons import RequestLexicons
@@ -150,7 +151,9 @@ class Engine:
         a voice alias naming no loaded voice raises `ConfigError` (workers stopped).
         """
         headroom = self.settings.engine.memory_headroom_mb
-        BUDGET.start(None if headroom is None else headroom * 10**6)
+        cache = self.settings.cache
+        BUDGET.start(None if headroom is None else headroom * 10**6,
+                     cache.max_bytes if cache.enabled else 0)
         GATE.set_capacity(None)  # warm-ups run unbounded; the capacity is set once all loaded
         for spec in self.settings.models:
             served = self.models[spec.name]
@@ -179,9 +182,9 @@ class Engine:
             self.stop()
             raise
         GATE.set_capacity(BUDGET.run_capacity)
-        log.info("memory: models %s MiB, budget %s MiB, runs' working sets %s MiB",
-                 {name: round(b / 2**20) for name, b in BUDGET.models.items()},
-                 _mib(BUDGET.limit), _mib(BUDGET.run_capacity))
+        log.info("memory: models %s MiB, audio cache %s MiB, budget %s MiB, runs' working sets "
+                 "%s MiB", {name: round(b / 2**20) for name, b in BUDGET.models.items()},
+                 _mib(BUDGET.cache), _mib(BUDGET.limit), _mib(BUDGET.run_capacity))
         self.ready_after_s = time.monotonic() - self.started_at
 
     def _start_workers(self, model: str, family: ModelFamily) -> list[StageQueue]:
@@ -475,20 +478,14 @@ class Engine:
             log.info("input: dropped %d letters in scripts that %s cannot read", dropped, label)
         return document
 
-    def submit(
-        self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None,
-        listener_ends_at: float | None = None,
-    ) -> SpeechStream:
-        """Validate and admit a request; returns its chunk stream (iterate it to start work).
-
-        Must be called on the event loop thread. `listener_ends_at`: perf_counter seconds when
-        audio that earlier requests sent to the same listener plays out (a speech stream's
-        next segment): the request is then scheduled as that audio's continuation
-        (`RequestState.due`), not as a new arrival.
+    def check(self, request: SpeechRequest, *, internal: bool = False) -> CheckedRequest:
+        """Resolve aliases, check and parse `request` (`resolve`, `prepare`), drop the
+        instructions its model does not follow, and say whether its audio is fixed
+        (`CheckedRequest.fixed_audio`). Admits nothing: `submit(request, checked=...)` does.
 
         Raises:
-            ModelNotFoundError, InvalidRequestError, EngineNotReadyError: bad or early request.
-            OverloadedError: in-flight plus queued requests are at their limit (429).
+            ModelNotFoundError, InvalidRequestError, EngineNotReadyError: bad or early request
+                (a model still warming up, unless `internal`).
         """
         request = self.resolve(request)
         family, document = self.prepare(request)
@@ -496,6 +493,31 @@ class Engine:
             request = replace(request, instructions=None)  # ignored (the response says so)
         if not internal and not self.models[request.model].status == "ready":
             raise EngineNotReadyError(f"model '{request.model}' is still warming up")
+        seeded = request.seed is not None
+        fixed = (family.fixed_audio(seeded, request.streamed)
+                 and (not seeded or self.settings.engine.isolate_seeded))
+        lexicon = self.lexicons.name_for(request.model, request.voice, request.lexicon)
+        return CheckedRequest(request, family, document, fixed, lexicon)
+
+    def submit(
+        self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None,
+        listener_ends_at: float | None = None, checked: CheckedRequest | None = None,
+    ) -> SpeechStream:
+        """Validate and admit a request; returns its chunk stream (iterate it to start work).
+
+        Must be called on the event loop thread. `listener_ends_at`: perf_counter seconds when
+        audio that earlier requests sent to the same listener plays out (a speech stream's
+        next segment): the request is then scheduled as that audio's continuation
+        (`RequestState.due`), not as a new arrival. `checked`: `check(request)`'s result when
+        the caller has it (the request is then not checked or parsed again).
+
+        Raises:
+            ModelNotFoundError, InvalidRequestError, EngineNotReadyError: bad or early request.
+            OverloadedError: in-flight plus queued requests are at their limit (429).
+        """
+        if checked is None:
+            checked = self.check(request, internal=internal)
+        request, family, document = checked.request, checked.family, checked.document
         cfg = self.settings.engine
         self.admission.reserve()
         loop = asyncio.get_running_loop()

@@ -247,6 +247,20 @@ class ModelFamily(ABC):
         (it speaks a phoneme run's text). Default: None."""
         return None
 
+    def fixed_audio(self, seeded: bool, streamed: bool) -> bool:
+        """Whether a request's audio is a pure function of the request (its text, voice,
+        speed, seed and options), so the same request gives the same bytes every time and its
+        response may be cached (`voxflow.server.audio_cache`).
+
+        Args:
+            seeded: the client gave a seed.
+            streamed: the response is streamed (segments may be cut by the load's deadlines).
+        Default: seeded requests only (run alone, `engine.isolate_seeded`, from the seed's
+        noise); an unseeded request draws fresh noise (Piper's, CosyVoice3's sampling).
+        A family overrides this only where a test shows unseeded reruns byte-identical.
+        """
+        return seeded
+
     def random_weights_note(self) -> str | None:
         """None for trained weights; with random weights (a model served for testing or
         timing), a sentence saying its output is noise, not speech. Clients are told in

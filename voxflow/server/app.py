@@ -51,6 +51,7 @@ from voxflow.config import ConfigError, Settings
 from voxflow.engine.engine import Engine
 from voxflow.jobs.manager import running_jobs
 from voxflow.models.files import ModelFileError
+from voxflow.server.audio_cache import AudioCache, AudioCacheCollector
 from voxflow.server.auth import (
     DOCS_ASSETS,
     ApiKeyMiddleware,
@@ -88,7 +89,8 @@ SPEECH_TYPES = ("audio/mpeg", "audio/wav", "audio/pcm", "audio/flac", "audio/ogg
 """Content types of a speech response (`response_format`; SSE with ``stream_format: "sse"``)."""
 
 EXPOSED_HEADERS = ("X-Request-Id", "X-Sample-Rate", "X-Dropped-Letters", "X-Voxflow-Ignored",
-                   "X-Voxflow-Instructions", "X-Voxflow-Unspeakable", "Retry-After")
+                   "X-Voxflow-Instructions", "X-Voxflow-Unspeakable", "X-Voxflow-Cache",
+                   "Retry-After")
 """Response headers a browser page may read when CORS is on (`server.cors_origins`)."""
 
 
@@ -203,6 +205,21 @@ def install_job_routes(app: FastAPI) -> None:
     )
 
 
+def install_audio_cache(settings: Settings, engine: Engine) -> AudioCache | None:
+    """The audio cache of `settings` (None when off): responses whose audio is fixed,
+    answered again from memory (`voxflow.server.audio_cache`), counted on ``/metrics``, and
+    its entries read with a lexicon dropped when the lexicon changes or is deleted."""
+    cache = AudioCache.from_settings(settings.cache)
+    if cache is not None:
+        engine.metrics.registry.register(AudioCacheCollector(cache))
+
+        def lexicon_changed(name: str, _version: str | None) -> None:
+            cache.drop_lexicon(name)
+
+        engine.lexicons.store.add_listener(lexicon_changed)
+    return cache
+
+
 def create_app(settings: Settings, engine: Engine | None = None, *,
                min_stream_chunk_s: float = 0.0, wyoming: bool = True) -> FastAPI:
     """Build the app; its lifespan starts `engine` (a new one from `settings` by default).
@@ -264,6 +281,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
     app.state.engine = engine
     app.state.settings = settings
     app.state.min_stream_chunk_s = min_stream_chunk_s
+    app.state.audio_cache = install_audio_cache(settings, engine)
     install_error_handlers(app)
     public = open_paths(settings.server)
     # no 422 in /docs (never sent); with keys, the bearer scheme and the 401s

@@ -15,9 +15,11 @@ For ``POST /v1/audio/speech`` (and ``/v1/audio/speech/timestamps``) it logs one 
 
 ``ttfa_s`` is the time from the request's arrival to the first body byte of a 2xx response
 (``-`` when none was sent), ``total_s`` to the end of the response, ``complete=false`` a body
-cut off after its headers (timeout, stage failure, client gone). Fields the request never
-reached (a body that failed validation has no model) are ``-``. The record also carries each
-field as an attribute (``record.request_id``, ``record.status``, ...) for structured handlers.
+cut off after its headers (timeout, stage failure, client gone), ``cache`` what the audio cache
+said (``hit``, ``miss``, ``bypass``; ``-`` with the cache off: `voxflow.server.speech_cache`).
+Fields the request never reached (a body that failed validation has no model) are ``-``. The
+record also carries each field as an attribute (``record.request_id``, ``record.status``, ...)
+for structured handlers.
 
 Client-supplied text (``model``, ``voice``, ``format``) is made safe before it is written, in the
 line and the attributes alike (`log_value`): cut to `LOG_VALUE_LIMIT` characters (a longer one
@@ -110,6 +112,8 @@ class AccessRecord:
             fields; instructions a model cannot follow), or None.
         client: the client's address: the peer's, or the one a trusted proxy forwarded
             (``X-Forwarded-For`` from an address in ``server.trusted_proxies``).
+        cache: what the audio cache said (hit, miss, bypass; None with the cache off or
+            before the check).
     """
 
     request_id: str
@@ -125,6 +129,7 @@ class AccessRecord:
     complete: bool = False
     ignored: str | None = None
     client: str | None = None
+    cache: str | None = None
 
     def fields(self, now: float) -> dict[str, Any]:
         """The access line's fields, in order (None for unknown); text fields made safe by
@@ -145,6 +150,7 @@ class AccessRecord:
             "complete": self.complete,
             "ignored": self.ignored,
             "client": self.client,
+            "cache": self.cache,
         } | {key: log_value(value) for key, value in (
             ("model", self.model), ("voice", self.voice), ("format", self.fmt),
             ("ignored", self.ignored), ("client", self.client))

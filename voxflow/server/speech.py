@@ -30,12 +30,14 @@ from voxflow.audio.encode import encode_audio
 from voxflow.audio.formats import content_type
 from voxflow.audio.rates import delivered_rate
 from voxflow.audio.stream import open_stream_encoder
+from voxflow.engine.checked import CheckedRequest
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import AudioChunk, SpeechRequest, TimedWord
 from voxflow.engine.stream import SpeechStream
 from voxflow.errors import InvalidRequestError, VoxflowError
 from voxflow.models.cloning import VoiceCloning
 from voxflow.server import ignored as ignored_header
+from voxflow.server import speech_cache
 from voxflow.server.coalesce import coalesced
 from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
@@ -136,7 +138,8 @@ CLIENT_CLOSED = 499
 
 
 async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str, rate: int,
-                 headers: dict[str, str]) -> Response:
+                 headers: dict[str, str],
+                 recorder: speech_cache.Recorder | None = None) -> Response:
     chunks = [first]
     async with stream:
         chunks.extend([chunk async for chunk in stream])
@@ -144,6 +147,9 @@ async def _whole(stream: SpeechStream, first: AudioChunk, fmt: str, rate: int,
         return Response(status_code=CLIENT_CLOSED)
     audio = np.concatenate([c.samples for c in chunks]) if chunks else np.zeros(0, np.float32)
     data = await asyncio.to_thread(encode_audio, audio, stream.sample_rate, fmt, rate)
+    if recorder is not None:  # complete audio: kept for the next identical request
+        recorder.add(data)
+        recorder.complete()
     return Response(data, media_type=content_type(fmt, rate), headers=headers)
 
 
@@ -155,14 +161,28 @@ def out_rate(body: SpeechBody, stream: SpeechStream) -> int:
 
 def _headers(stream: SpeechStream, engine: Engine, ignored: list[str],
              rate: int) -> dict[str, str]:
-    headers = {"X-Sample-Rate": str(rate), "X-Request-Id": stream.request_id}
+    return {**_audio_headers(stream, engine, rate),
+            **_request_headers(stream.request_id, stream.state.request.instructions, ignored)}
+
+
+def _request_headers(request_id: str, instructions: str | None,
+                     ignored: list[str]) -> dict[str, str]:
+    """The headers of one request, cached response or not: its id, the fields it sent that
+    were not acted on, and whether its `instructions` (as the engine kept them) were
+    followed."""
+    headers = {"X-Request-Id": request_id}
     if ignored:  # fields sent and not acted on (voxflow.server.ignored)
         headers[ignored_header.HEADER] = ignored_header.header_value(ignored)
     # the engine keeps a request's instructions only where its model follows them
-    instructions = ignored_header.instructions_value(
-        stream.state.request.instructions is not None, ignored)
-    if instructions is not None:
-        headers[ignored_header.INSTRUCTIONS_HEADER] = instructions
+    value = ignored_header.instructions_value(instructions is not None, ignored)
+    if value is not None:
+        headers[ignored_header.INSTRUCTIONS_HEADER] = value
+    return headers
+
+
+def _audio_headers(stream: SpeechStream, engine: Engine, rate: int) -> dict[str, str]:
+    """The headers that describe the audio (stored with a cached response)."""
+    headers = {"X-Sample-Rate": str(rate)}
     if engine.family(stream.state.request.model).random_weights_note() is not None:
         headers["X-Voxflow-Weights"] = "random"  # noise, not speech (/v1/models says more)
     if stream.state.unspeakable:  # only punctuation or symbols: the audio is a short silence
@@ -179,10 +199,15 @@ class StreamAborted(Exception):
 
 
 async def _audio_bytes(stream: SpeechStream, first: AudioChunk, fmt: str, rate: int,
-                       min_samples: int) -> AsyncIterator[bytes]:
+                       min_samples: int,
+                       recorder: speech_cache.Recorder | None = None) -> AsyncIterator[bytes]:
     try:
         async for data in _encoded(stream, first, fmt, rate, min_samples):
             yield data
+            if recorder is not None:  # resumed: `data` was sent
+                recorder.add(data)
+        if recorder is not None:  # every piece sent and the audio complete
+            recorder.complete()
     except VoxflowError as exc:
         log.error("stream %s ended early: %s", stream.request_id, exc.message)
         raise StreamAborted(exc.message) from exc
@@ -193,19 +218,28 @@ def _sse(event: dict) -> bytes:
 
 
 async def _sse_events(
-    stream: SpeechStream, first: AudioChunk, fmt: str, rate: int, text: str, min_samples: int
+    stream: SpeechStream, first: AudioChunk, fmt: str, rate: int, text: str, min_samples: int,
+    recorder: speech_cache.Recorder | None = None,
 ) -> AsyncIterator[bytes]:
     samples = 0
     n_chars = len(text)
+
+    def sent(event: bytes) -> bytes:
+        if recorder is not None:
+            recorder.add(event)
+        return event
+
     try:
         async for words, data in _encoded_chunks(stream, first, fmt, rate, min_samples):
             for word in words:  # before the audio that starts them
-                yield _sse(word_event(text, word))
+                yield sent(_sse(word_event(text, word)))
             if data:
-                yield _sse({"type": "speech.audio.delta",
-                            "audio": base64.b64encode(data).decode()})
+                yield sent(_sse({"type": "speech.audio.delta",
+                                 "audio": base64.b64encode(data).decode()}))
         samples = stream.state.audio_samples
-        yield _sse(done_event(n_chars, samples / stream.sample_rate))
+        yield sent(_sse(done_event(n_chars, samples / stream.sample_rate)))
+        if recorder is not None:  # resumed after the done event: all of it was sent
+            recorder.complete()
     except VoxflowError as exc:
         yield _sse({"type": "error", **exc.to_dict()})
 
@@ -247,22 +281,14 @@ def hold_saved_voice(engine: Engine, stream: SpeechStream) -> None:
         stream.state.on_end(family.hold_voice(stream.state.request.voice))
 
 
-def submit_speech(body: SpeechBody, request: Request, engine: Engine, streams: bool,
-                  timestamps: bool = False) -> tuple[SpeechStream, list[str]]:
-    """Submit `body` to `engine` for the speech routes: the request's access record filled
-    (the names asked for, then the served ones, its audio seconds and the fields ignored), and
-    a saved voice held until the request ends, so deleting it meanwhile does not pull it from
-    under the request (`voxflow.models.cloning`; no await between submit's check and the hold).
+def check_speech(body: SpeechBody, request: Request, engine: Engine, streams: bool,
+                 timestamps: bool = False) -> CheckedRequest:
+    """Check `body` for the speech routes (`Engine.check`: aliases resolved, input parsed),
+    the request's access record filled with the names asked for, then the served ones.
 
-    Args:
-        streams: whether the response is streamed (the access line says so).
-        timestamps: ask for word timings even if the body does not.
-    Returns:
-        The stream, and the fields of `body` the served model does not act on (for the
-        ``X-Voxflow-Ignored`` header).
     Raises:
         InvalidRequestError: an unknown field under ``server.unknown_fields: refuse``.
-        what `Engine.submit` raises (a 4xx for bad input).
+        what `Engine.check` raises (a 4xx for bad input).
     """
     ignored_header.refuse_unknown(body, request.app.state.settings.server.unknown_fields)
     access: AccessRecord | None = getattr(request.state, "access", None)
@@ -272,14 +298,42 @@ def submit_speech(body: SpeechBody, request: Request, engine: Engine, streams: b
     speech = to_engine_request(body, getattr(request.state, "request_id", None), streams)
     if timestamps:
         speech = replace(speech, timestamps=True)
-    stream = engine.submit(speech)  # resolves model and voice aliases
+    checked = engine.check(speech)  # resolves model and voice aliases
+    if access is not None:
+        access.model, access.voice = checked.request.model, checked.request.voice  # served
+        ignored = ignored_header.ignored_fields(body, checked.family)
+        access.ignored = ",".join(ignored) or None
+    return checked
+
+
+def submit_speech(body: SpeechBody, request: Request, engine: Engine, streams: bool,
+                  timestamps: bool = False,
+                  checked: CheckedRequest | None = None) -> tuple[SpeechStream, list[str]]:
+    """Submit `body` to `engine` for the speech routes: the request's access record filled
+    (the names asked for, then the served ones, its audio seconds and the fields ignored), and
+    a saved voice held until the request ends, so deleting it meanwhile does not pull it from
+    under the request (`voxflow.models.cloning`; no await between submit's check and the hold).
+
+    Args:
+        streams: whether the response is streamed (the access line says so).
+        timestamps: ask for word timings even if the body does not.
+        checked: `check_speech`'s result when the caller has it (with no await since).
+    Returns:
+        The stream, and the fields of `body` the served model does not act on (for the
+        ``X-Voxflow-Ignored`` header).
+    Raises:
+        InvalidRequestError: an unknown field under ``server.unknown_fields: refuse``.
+        what `Engine.submit` raises (a 4xx for bad input).
+    """
+    if checked is None:
+        checked = check_speech(body, request, engine, streams, timestamps)
+    stream = engine.submit(checked.request, checked=checked)
     hold_saved_voice(engine, stream)
-    ignored = ignored_header.ignored_fields(body, engine.family(stream.state.request.model))
+    ignored = ignored_header.ignored_fields(body, checked.family)
+    access: AccessRecord | None = getattr(request.state, "access", None)
     if access is not None:
         state = stream.state
-        access.model, access.voice = state.request.model, state.request.voice  # served names
         access.audio = lambda: state.audio_samples / state.sample_rate
-        access.ignored = ",".join(ignored) or None
     return stream, ignored
 
 
@@ -296,16 +350,45 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
             param="timestamps",
             code="timestamps_need_sse",
         )
-    stream, ignored = submit_speech(body, request, engine, streams)
+    checked = check_speech(body, request, engine, streams)  # every 4xx, cache or not
+    mode = speech_cache.body_mode(body, streams)
+    voice_rate = checked.family.voices[checked.request.voice].sample_rate
+    rate = delivered_rate(body.response_format, voice_rate, body.sample_rate)
+    cache = getattr(request.app.state, "audio_cache", None)
+    found = speech_cache.lookup(cache, request, body, checked, mode, rate)
+    access: AccessRecord | None = getattr(request.state, "access", None)
+    if access is not None:
+        access.cache = found.outcome
+    cache_headers = {} if found.outcome is None else {speech_cache.HEADER: found.outcome}
+    if found.entry is not None:
+        entry = found.entry
+        if access is not None:
+            access.audio = lambda: entry.audio_s
+        ignored = ignored_header.ignored_fields(body, checked.family)
+        own = _request_headers(checked.request.request_id, checked.request.instructions, ignored)
+        if mode != "whole":
+            own["X-Accel-Buffering"] = "no"
+        return speech_cache.hit_response(entry, {**own, **cache_headers})
+    stream, ignored = submit_speech(body, request, engine, streams, checked=checked)
     # Until a StreamingResponse takes over (it watches the connection itself), a client that
     # leaves cancels the request here, whether it waits for the first chunk or the whole file.
     watcher = asyncio.create_task(_close_on_disconnect(request, stream))
     try:
         first = await _first_chunk(stream)
-        fmt, rate = body.response_format, out_rate(body, stream)
-        headers = _headers(stream, engine, ignored, rate)
+        fmt = body.response_format
+        audio_headers = _audio_headers(stream, engine, rate)
+        headers = {**audio_headers, **cache_headers,
+                   **_request_headers(stream.request_id, stream.state.request.instructions,
+                                      ignored)}
+        recorder = None
+        if cache is not None and found.key is not None:
+            state = stream.state
+            media = "text/event-stream" if mode == "sse" else content_type(fmt, rate)
+            recorder = speech_cache.Recorder(
+                cache, found.key, media, audio_headers,
+                lambda: state.audio_samples / state.sample_rate)
         if not streams:
-            return await _whole(stream, first, fmt, rate, headers)
+            return await _whole(stream, first, fmt, rate, headers, recorder)
     except StopAsyncIteration:
         return Response(status_code=CLIENT_CLOSED)
     finally:
@@ -313,10 +396,10 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     # behind Ray Serve each streamed piece costs a hop: pieces of at least this much audio
     min_samples = round(request.app.state.min_stream_chunk_s * stream.sample_rate)
     if body.stream_format == "sse":
-        content = _sse_events(stream, first, fmt, rate, body.input, min_samples)
+        content = _sse_events(stream, first, fmt, rate, body.input, min_samples, recorder)
         media = "text/event-stream"
     else:
-        content = _audio_bytes(stream, first, fmt, rate, min_samples)
+        content = _audio_bytes(stream, first, fmt, rate, min_samples, recorder)
         media = content_type(fmt, rate)
     # nginx buffers proxied responses by default, which would hold the audio back until the
     # end: this asks it not to (docs/operations.md, "Behind a reverse proxy")

@@ -229,6 +229,9 @@ async def delete_voice(request: Request, name: str, model: str | None = None) ->
             f"{', '.join(aliases)} in the configuration (voice_aliases); remove them there "
             "first.", param="name", code="voice_not_deletable")
     family.delete_voice(name)
+    cache = getattr(request.app.state, "audio_cache", None)
+    if cache is not None:  # its audio is gone with it (voxflow.server.audio_cache)
+        cache.drop_voice(served, name)
     return {"id": name, "object": "voice", "model": served, "deleted": True}
 
 

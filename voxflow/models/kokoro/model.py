@@ -271,6 +271,12 @@ class KokoroFamily(ModelFamily):
         boundaries to map back to the input."""
         return language != "ja"
 
+    def fixed_audio(self, seeded: bool, streamed: bool) -> bool:
+        """The graph has no random ops: the audio is fixed unless a deadline cut may split a
+        segment where the load puts it (a streamed unseeded request with
+        `KokoroSettings.deadline_cuts`, `KokoroAcousticStage`)."""
+        return seeded or not streamed or not self.settings.deadline_cuts
+
     def kept_scripts(self, voice_id: str, language: str) -> frozenset[str]:
         """Latin inside Japanese: OpenJTalk reads a Latin word in katakana ("Apple" アップル,
         "iPhone" アイフォン), as Japanese text is often written, so it is not dropped."""
