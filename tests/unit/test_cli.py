@@ -23,7 +23,9 @@ from voxflow.cli import main
 from voxflow.cli import speak as cli_speak
 from voxflow.config import (
     OPENAI_VOICES,
+    CacheSettings,
     EngineSettings,
+    JobsSettings,
     ServerSettings,
     Settings,
     WyomingSettings,
@@ -108,6 +110,8 @@ def test_default_config_validates_and_spells_out_every_default() -> None:
     assert set(raw["engine"]) == set(EngineSettings.model_fields)
     assert set(raw["ray"]) == set(RaySettings.model_fields)
     assert set(raw["wyoming"]) == set(WyomingSettings.model_fields)
+    assert set(raw["cache"]) == set(CacheSettings.model_fields)
+    assert set(raw["jobs"]) == set(JobsSettings.model_fields)
     assert set(raw["models"][0]["options"]) == set(PiperSettings.model_fields)
 
 

@@ -39,7 +39,7 @@ def test_a_typo_in_a_config_file_names_the_key_it_meant(tmp_path: Path) -> None:
                                    "permitted; did you mean 'voices_dir'?"),
     # the ray: section (RaySettings); a tie names each of the equally close keys
     ("ray.replicas", "ray.replicas: Extra inputs are not permitted; did you mean "
-                     "'replica_cpus', 'min_replicas' or 'max_replicas'?"),
+                     "'replica_gpus', 'replica_cpus' or 'min_replicas'?"),
     # nothing close: pydantic's words alone
     ("engine.bogus", "engine.bogus: Extra inputs are not permitted"),
 ])

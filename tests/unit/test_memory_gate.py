@@ -335,7 +335,10 @@ def test_the_engine_accounts_each_models_load_and_gives_the_gate_the_budgets_roo
         if headroom is None:
             assert BUDGET.limit is None and GATE.capacity is None
         else:
-            assert BUDGET.limit == BUDGET.models_bytes + 400 * 10**6
+            # the audio cache's bound (cache.max_bytes, on by default) is on top of the headroom
+            cache = settings.cache.max_bytes
+            assert cache == 64 << 20
+            assert BUDGET.limit == BUDGET.models_bytes + 400 * 10**6 + cache
             assert GATE.capacity == BUDGET.run_capacity == max(
                 0, 400 * 10**6 - BUDGET.base - (32 << 20))
     finally:

@@ -89,6 +89,7 @@ KEYED_FIELDS: dict[str, str] = {
     "stream": "mode",
     "streamed": "mode",
     "timestamps": "timestamps",
+    "lexicon": "lexicon",  # its name; what its entries change is in the document
 }
 """Each field of a speech request (`SpeechBody` and `voxflow.engine.request.SpeechRequest`)
 whose value changes the response's bytes -> the `CacheKey` field that holds it."""
