@@ -153,3 +153,33 @@ def test_cancelling_a_batched_fed_session_frees_its_state_and_spares_the_other()
     other, freed = asyncio.run(main())
     assert _sha(other)[1] > 0 and other[-1].is_last
     assert freed == [(0, 0), (0, 0), (0, 0)]
+
+
+def test_a_parked_session_wakes_on_text_without_a_poll(monkeypatch):
+    from voxflow.engine import ar_loop
+
+    monkeypatch.setattr(ar_loop, "PARKED_MAX_WAIT_S", 600.0)  # only the nudge can wake it
+
+    async def main():
+        engine = _engine()
+        await engine.start()
+        try:
+            feed, stream = _fed(engine, "Only a few")
+            collected = asyncio.create_task(stream.collect())
+            lm = engine.models["cosyvoice3"].queues[1].stage
+            for _ in range(500):  # its first group's tokens, then it parks
+                states = list(lm._live.values())
+                if states and states[0].stream.schedule.waiting:
+                    break
+                await asyncio.sleep(0.01)
+            parked = bool(states) and states[0].stream.schedule.waiting
+            feed.push(" words, then the rest of the sentence.")
+            feed.end()
+            return parked, await asyncio.wait_for(collected, 120), await _states_freed(engine)
+        finally:
+            engine.stop()
+
+    parked, chunks, freed = asyncio.run(main())
+    assert parked
+    assert _sha(chunks)[1] > 0 and chunks[-1].is_last
+    assert freed == [(0, 0), (0, 0), (0, 0)]
