@@ -98,3 +98,18 @@ def test_a_quiet_session_without_end_times_out_and_frees_its_state(server):
     assert error and error[0]["error"]["code"] == "text_timeout", got.events
     assert got.close_code == 4408
     wait_all_zero(server)
+
+
+def test_symbols_only_fed_text_is_silence_and_later_text_is_checked(server):
+    symbols, _ = session(server, ["... ", "-- "])  # nothing speakable: as on the HTTP route
+    assert symbols.close_code == 1000 and not symbols.of_type("error"), symbols.events
+    assert symbols.of_type("segment.end")[0]["samples"] == 4800  # 0.2 s at 24 kHz
+    led, _ = session(server, ["... ", "Hello there, a sentence."])  # starts at the letters
+    assert led.close_code == 1000 and led.of_type("segment.end")[0]["samples"] % 960 == 0
+    assert len(led.audio) > 9600
+    refused, _ = session(server, ["Hello there, this is fine. ",
+                                  "Then a bad marker [pause:99h] arrives."])
+    error = refused.of_type("error")  # (this voice reads every script: no unsupported_script)
+    assert error and error[0]["error"]["code"] == "invalid_pause", refused.events
+    assert error[0]["error"]["param"] == "input" and refused.close_code == 4400
+    wait_all_zero(server)

@@ -12,9 +12,10 @@ See `voxflow.stages.autoregressive` for the policy. One loop per worker thread:
 
 A segment the stage says is not `ready` (waiting for text that arrives while it runs) is parked:
 it stays in the set with its state, takes no step and leaves its batch slot to others. While
-every segment in the set is parked the loop polls the queue every `PARKED_POLL_S` (a cheap
-check, no forward) instead of blocking, so text arriving, a cancellation or a new segment is
-seen within that time.
+every segment in the set is parked the loop waits on the queue, and is woken at once by a new
+segment, by text arriving for a parked one (its `TextFeed` nudges the queue,
+`StageQueue.nudge`) or by its request's cancellation; `PARKED_MAX_WAIT_S` bounds the wait as
+a safety net (a text timeout is seen within it).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from voxflow.stages.items import StageBatch
 
 log = logging.getLogger(__name__)
 
-PARKED_POLL_S = 0.01
-"""Seconds between looks at the queue and the parked segments while all of them wait."""
+PARKED_MAX_WAIT_S = 1.0
+"""Longest wait on the queue while every segment in the set is parked (the wake-ups above
+end it sooner); parked segments' text timeouts are checked at least this often."""
 
 
 @dataclass
@@ -89,12 +91,14 @@ class AutoregressiveLoop:
             if run.job.state.cancelled:
                 self._leave(run)
         self.running = [r for r in self.running if r.alive]
+        nudges = self.queue.nudges  # read before `ready`: text arriving after it ends the wait
         decoding = [r for r in self.running if self.stage.ready(r.state)]
         room = self.stage.max_batch_size - len(decoding)  # parked segments hold no slot
         joined: list[_Running] = []
         if room > 0:
-            timeout = None if not self.running else 0 if decoding else PARKED_POLL_S
-            jobs = self.queue.next_batch(timeout=timeout, limit=room)
+            timeout = None if not self.running else 0 if decoding else PARKED_MAX_WAIT_S
+            jobs = self.queue.next_batch(timeout=timeout, limit=room,
+                                         since=nudges if self.running else None)
             if not jobs and (not self.running or self.queue.closed):
                 return False  # closed
             self.queue.done(jobs)
@@ -115,6 +119,10 @@ class AutoregressiveLoop:
         except Exception as exc:  # noqa: BLE001 (the item fails alone)
             job.state.fail(as_request_error(self.stage, exc))
             return None
+        feed = job.item.request.text_feed
+        if feed is not None:  # a parked segment wakes the loop on text or cancellation
+            feed.watch(self.queue.nudge)
+            job.state.watch_segments(self.queue.nudge)
         return _Running(job, state)
 
     def _step(self, runs: list[_Running]) -> None:

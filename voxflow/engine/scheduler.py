@@ -176,6 +176,7 @@ class StageQueue:
         self.served_by: StageQueue | None = None
         self._cond = threading.Condition()
         self._closed = False
+        self.nudges = 0  # `nudge` count: a waiting `next_batch(since=...)` returns on a change
 
     def __len__(self) -> int:
         with self._cond:
@@ -224,6 +225,13 @@ class StageQueue:
         with self._cond:
             self._cond.notify_all()
 
+    def nudge(self) -> None:
+        """Make a `next_batch` waiting with ``since`` return now, even with no work (text
+        arrived for, or a cancellation of, a segment parked in an autoregressive loop)."""
+        with self._cond:
+            self.nudges += 1
+            self._cond.notify_all()
+
     def wake_all(self) -> None:
         """`wake` this queue's workers and those of the queue serving it (rule 8)."""
         self.wake()
@@ -243,7 +251,7 @@ class StageQueue:
             self._cond.notify_all()
 
     def next_batch(self, timeout: float | None = None, limit: int | None = None,
-                   lane: str = ANY) -> list[Job]:
+                   lane: str = ANY, since: int | None = None) -> list[Job]:
         """Block until work exists, then form one batch by the policy above.
 
         Args:
@@ -252,8 +260,10 @@ class StageQueue:
             limit: most items to take (default and cap: the stage's `max_batch_size`).
             lane: `ANY`, or with the stage's ``bulk_workers`` `FAST` (urgent items only) or
                 `BULK` (rule 7).
+            since: the caller's last seen `nudges`; [] as soon as they differ (`nudge`).
         Returns:
-            The batch (>= 1 item), or [] when closed or after `timeout` seconds with no work.
+            The batch (>= 1 item), or [] when closed, nudged, or after `timeout` seconds with
+            no work.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
@@ -265,6 +275,8 @@ class StageQueue:
                 if batch:
                     self._update_depth()
                     return batch
+                if since is not None and self.nudges != since:
+                    return []
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return []

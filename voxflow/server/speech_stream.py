@@ -61,6 +61,7 @@ from voxflow.server.stream_protocol import (
 )
 from voxflow.stages.text_feed import TextFeed
 from voxflow.text.incremental import SentenceBuffer, TextSpan, speakable
+from voxflow.text.normalize import has_speakable_content
 
 log = logging.getLogger(__name__)
 
@@ -271,23 +272,29 @@ class StreamSession:
                     f"at most {self.max_unspoken_chars} (MAX_UNSPOKEN_INPUTS x "
                     "server.max_input_chars).", param="text", code="input_too_long")
             if self._fed is not None:
+                assert self._base is not None
+                if has_speakable_content(message.text):  # checked as a request's input is
+                    self.engine.prepare(replace(self._base, text=message.text, text_feed=None))
                 self._fed.push(message.text)
-            elif self._fed_text.strip():
+            elif has_speakable_content(self._fed_text):  # starts at the first letter/digit
                 self._start_fed()
         elif message.kind == "end":
             self._ended = True
             if self._fed is None:
-                self._start_fed()  # nothing speakable sent: the engine answers as for input
-            assert self._fed is not None
+                # nothing speakable sent: a plain request, answered as for that input (empty:
+                # empty_input; symbols only: a short silence), as on the sentence path
+                self._start_fed(fed=False)
+                return
             self._fed.end()
 
-    def _start_fed(self) -> None:
-        """Submit the session's one generation, its text so far pushed into a new feed."""
+    def _start_fed(self, fed: bool = True) -> None:
+        """Submit the session's one generation, its text so far pushed into a new feed (or,
+        `fed` False, as one plain request of that text)."""
         assert self._base is not None
         feed = TextFeed()
         feed.push(self._fed_text)
         request = replace(self._base, text=self._fed_text, request_id=f"{self.request_id}-0",
-                          text_feed=feed)
+                          text_feed=feed if fed else None)
         stream = self.engine.submit(request, timeout_s=FED_TIMEOUT_S)
         hold_saved_voice(self.engine, stream)
         self._fed = feed

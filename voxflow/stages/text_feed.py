@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 
 class TextFeed:
@@ -26,6 +27,7 @@ class TextFeed:
         self._end_taken = False
         self.chars = 0  # characters pushed so far
         self.last_push = time.monotonic()  # when text (or the end) last arrived
+        self._watchers: list[Callable[[], None]] = []
 
     def push(self, text: str) -> None:
         """Append `text` (may be empty: nothing happens).
@@ -36,16 +38,32 @@ class TextFeed:
         with self._lock:
             if self._ended:
                 raise ValueError("text pushed after the end of the feed")
-            if text:
-                self._pieces.append(text)
-                self.chars += len(text)
-                self.last_push = time.monotonic()
+            if not text:
+                return
+            self._pieces.append(text)
+            self.chars += len(text)
+            self.last_push = time.monotonic()
+        self._wake()
 
     def end(self) -> None:
         """No more text will come (idempotent)."""
         with self._lock:
             self._ended = True
             self.last_push = time.monotonic()
+        self._wake()
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (no lock held) each time text or the end arrives: the stage loop's
+        wake-up for a request parked on this feed (`StageQueue.nudge`); added once."""
+        with self._lock:
+            if callback not in self._watchers:
+                self._watchers.append(callback)
+
+    def _wake(self) -> None:
+        with self._lock:
+            watchers = list(self._watchers)
+        for callback in watchers:
+            callback()
 
     def take(self) -> tuple[str, bool]:
         """(the text pushed since the last take, whether the end has now been seen)."""

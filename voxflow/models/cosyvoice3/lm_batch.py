@@ -97,3 +97,70 @@ def decode_step(
         h = _layer(block, h, cos, sin, caches)
     hidden = backbone.norm(h)[:, -1]  # [B, D]
     return lm.llm_decoder(hidden), hidden
+
+
+def _chunk_attention(attn: Qwen2Attention, x: Tensor, cos: Tensor, sin: Tensor, layer: int,
+                     caches: Sequence[KVCache], lengths: Sequence[int]) -> Tensor:
+    """x [B, N, D] (row i's first lengths[i] positions real, the rest padding) at each row's
+    own positions (cos/sin [B, 1, N, Dh]) -> [B, N, D]; causal within each row's chunk."""
+    b, n, _ = x.shape
+    q = attn.q_proj(x).view(b, n, attn.num_heads, attn.head_dim).transpose(1, 2)  # [B, H, N, Dh]
+    k = attn.k_proj(x).view(b, n, attn.num_kv_heads, attn.head_dim).transpose(1, 2)
+    v = attn.v_proj(x).view(b, n, attn.num_kv_heads, attn.head_dim).transpose(1, 2)
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    past = [c.length for c in caches]
+    for i, (cache, m) in enumerate(zip(caches, lengths, strict=True)):
+        cache.update(layer, k[i : i + 1, :, :m], v[i : i + 1, :, :m])  # real positions only
+    keys, values, real = _padded_kv(caches, layer)  # real [B, 1, 1, T]
+    t = keys.shape[2]
+    kpos = torch.arange(t, device=x.device)
+    qpos = torch.tensor(past, device=x.device)[:, None] + torch.arange(n, device=x.device)
+    mask = real & (kpos[None, None, None, :] <= qpos[:, None, :, None])  # [B, 1, N, T]
+    rep = attn.num_heads // attn.num_kv_heads
+    if rep > 1:
+        keys = keys.repeat_interleave(rep, dim=1)
+        values = values.repeat_interleave(rep, dim=1)
+    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)  # [B, H, N, Dh]
+    out = out.transpose(1, 2).reshape(b, n, attn.num_heads * attn.head_dim)
+    result: Tensor = attn.o_proj(out)
+    return result
+
+
+@torch.inference_mode()
+def forward_rows(
+    lm: CosyVoice3LM, inputs: Sequence[Tensor], caches: Sequence[KVCache]
+) -> tuple[Tensor, Tensor]:
+    """One batched forward of B rows that each feed their own chunk after their own KV cache:
+    a fed (bistream) call of several positions, a one-token decode step, a first call on an
+    empty cache. inputs[i] is [n_i, D] (n_i >= 1); row i sits at positions L_i .. L_i + n_i - 1
+    (L_i = caches[i].length) with a causal mask inside its chunk; each cache grows by n_i.
+    Chunks are right-padded to the longest; padded positions never reach a cache or a real
+    row's keys. Returns (logits [B, V] at each row's last real position, hidden [B, D]); equal
+    to `CosyVoice3LM.forward` row by row up to float rounding.
+
+    Raises:
+        ValueError: the row count differs from the caches', or a chunk is empty.
+    """
+    if len(inputs) != len(caches) or not inputs:
+        raise ValueError(f"{len(inputs)} input chunks for {len(caches)} caches")
+    lengths = [int(x.shape[0]) for x in inputs]
+    if min(lengths) < 1:
+        raise ValueError("every row must feed at least one position")
+    n = max(lengths)
+    x = torch.stack([F.pad(c, (0, 0, 0, n - m)) for c, m in zip(inputs, lengths, strict=True)])
+    backbone = lm.llm.model.model
+    positions = (torch.tensor([c.length for c in caches], device=x.device)[:, None]
+                 + torch.arange(n, device=x.device))  # [B, N]
+    cos, sin = backbone.rotary_emb(positions.reshape(-1), x.dtype)
+    cos = cos.view(len(inputs), 1, n, -1)
+    sin = sin.view(len(inputs), 1, n, -1)
+    h = x
+    for block in backbone.layers:
+        assert isinstance(block, Qwen2DecoderLayer)
+        attn_in = block.input_layernorm(h)
+        h = h + _chunk_attention(block.self_attn, attn_in, cos, sin, block.index, caches,
+                                 lengths)
+        h = h + block.mlp(block.post_attention_layernorm(h))
+    last = torch.tensor([m - 1 for m in lengths], device=x.device)
+    hidden = backbone.norm(h)[torch.arange(len(inputs), device=x.device), last]  # [B, D]
+    return lm.llm_decoder(hidden), hidden

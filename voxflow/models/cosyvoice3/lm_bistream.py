@@ -75,7 +75,7 @@ class BistreamDecoder:
 
     @torch.inference_mode()
     def step(self) -> BistreamStep | None:
-        """Run the next call, or None when the schedule waits for text or is done.
+        """Run the next call alone, or None when the schedule waits for text or is done.
 
         Raises:
             BistreamError: the decision is an id the phase forbids (the reference's error).
@@ -84,6 +84,15 @@ class BistreamDecoder:
         if call is None:
             return None
         logits = self.lm(embed_call(self.lm, call), self.cache)[0][0]
+        return self.finish(call, logits)
+
+    def finish(self, call: Call, logits: torch.Tensor) -> BistreamStep:
+        """Decide `call`'s id from its logits [V] (run alone by `step`, or as one row of a
+        batched forward, `lm_batch.forward_rows`, that already grew `cache`) and record it.
+
+        Raises:
+            BistreamError: the decision is an id the phase forbids (the reference's error).
+        """
         self.last_logits = logits
         if call.forced_fill:
             decided = self.schedule.fill

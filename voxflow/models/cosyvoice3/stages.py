@@ -16,9 +16,11 @@ one streamed chunk downstream. With `token2wav_mode: offline`, or a segment spee
 the LM emits everything in the final part and token2wav runs the offline path.
 
 Randomness (spec §9.6): only LM sampling is random, from a `torch.Generator` per segment seeded
-from (request seed, segment index). A seeded request's decode steps run one row at a time (its
-bytes never depend on batch-mates); other segments decode together in one batched step
-(`lm_batch.decode_step`). The HTTP `stream` flag changes nothing here.
+from (request seed, segment index). A seeded request's LM calls run one row at a time (its
+bytes never depend on batch-mates); the other segments' decode steps and the other fed
+requests' calls (several positions each) run together in one batched forward
+(`lm_batch.forward_rows`, each row with its own KV cache and positions). The HTTP `stream`
+flag changes nothing here.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ import torch
 from torch import Tensor
 
 from voxflow.models.base import TextFrontendStage
-from voxflow.models.cosyvoice3.bistream import BistreamError
+from voxflow.models.cosyvoice3.bistream import BistreamError, Call
 from voxflow.models.cosyvoice3.flow_bucket import FlowBucketRunner
 from voxflow.models.cosyvoice3.lm import KVCache, length_limits
-from voxflow.models.cosyvoice3.lm_batch import decode_step
+from voxflow.models.cosyvoice3.lm_batch import forward_rows
+from voxflow.models.cosyvoice3.lm_bistream import embed_call
 from voxflow.models.cosyvoice3.lm_stream import StreamedText, StreamState
 from voxflow.models.cosyvoice3.sampling import (
     RasSampler,
@@ -186,20 +189,34 @@ class CosyVoice3LMStage(AutoregressiveStage[LMSegment]):
     def step(self, batch: StageBatch, states: Sequence[LMSegment]) -> list[Step | BaseException]:
         lm = self._family.models.lm
         logits: dict[int, Tensor] = {}
-        together: list[int] = []
+        together: list[int] = []  # one batched forward (`forward_rows`), each its own cache
+        chunks: dict[int, Tensor] = {}
+        calls: dict[int, Call] = {}
+        results: dict[int, Step | BaseException] = {}
         for i, (item, state) in enumerate(zip(batch, states, strict=True)):
-            if state.max_len <= 0 or state.stream is not None:
-                continue  # nothing to say (noise cap), or fed text (its own calls, below)
-            if batch.step[i] == 0 or item.request.seeded:
+            stream = state.stream
+            if stream is not None:  # fed text: its schedule's next call, if any
+                call = None if stream.stalled else stream.schedule.next_call()
+                if call is None or item.request.seeded:
+                    results[i] = self._stream_step(state)  # alone: seeded bytes never
+                    continue  # depend on batch-mates (or nothing to run)
+                calls[i], chunks[i] = call, embed_call(lm, call)[0]
+                together.append(i)
+            elif state.max_len <= 0:
+                continue  # nothing to say (noise cap)
+            elif batch.step[i] == 0 or item.request.seeded:
                 logits[i] = lm(state.next_input, state.cache)[0][0]  # alone: prefill, or seeded
             else:
+                chunks[i] = state.next_input[0]
                 together.append(i)
         if together:
-            inputs = torch.cat([states[i].next_input for i in together])  # [B, 1, D]
-            rows = decode_step(lm, inputs, [states[i].cache for i in together])[0]
+            rows = forward_rows(lm, [chunks[i] for i in together],
+                                [states[i].cache for i in together])[0]
             logits.update(zip(together, rows, strict=True))
-        return [self._stream_step(state) if state.stream is not None
-                else self._choose(state, logits.get(i)) for i, state in enumerate(states)]
+        for i, call in calls.items():
+            results[i] = self._stream_finish(states[i], call, logits.pop(i))
+        return [results[i] if i in results else self._choose(state, logits.get(i))
+                for i, state in enumerate(states)]
 
     def ready(self, state: LMSegment) -> bool:
         """A request fed with text is parked while its schedule waits for text (`lm_stream`)."""
@@ -246,7 +263,7 @@ class CosyVoice3LMStage(AutoregressiveStage[LMSegment]):
         return Step()
 
     def _stream_step(self, state: LMSegment) -> Step | BaseException:
-        """One call of a fed request's bistream schedule (or none while it waits)."""
+        """One call of a fed request's bistream schedule, run alone (or none while it waits)."""
         stream = state.stream
         assert stream is not None
         if stream.stalled:
@@ -256,6 +273,18 @@ class CosyVoice3LMStage(AutoregressiveStage[LMSegment]):
         except BistreamError as exc:  # the reference rule's error (Q5): this request fails
             return exc
         if result is not None and result.token is not None:
+            self._accept(state, result.token)
+        return self._emission(state, done=stream.schedule.done)
+
+    def _stream_finish(self, state: LMSegment, call: Call, logits: Tensor) -> Step | BaseException:
+        """Decide a fed call that ran as a row of the batched forward (its cache grown)."""
+        stream = state.stream
+        assert stream is not None
+        try:
+            result = stream.decoder.finish(call, logits)
+        except BistreamError as exc:
+            return exc
+        if result.token is not None:
             self._accept(state, result.token)
         return self._emission(state, done=stream.schedule.done)
 
