@@ -14,6 +14,8 @@ with ``from conftest import ...``, and pytest leaves the last ``conftest`` it lo
 shadow it.
 """
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,14 @@ SLOW_MODULES = frozenset({
     # subprocesses: the GPU script's dry run, the ceiling sweep, an mDNS announcement
     "test_gpu_run", "test_bench_ceiling", "test_wyoming_zeroconf",
 })
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point ``XDG_DATA_HOME`` at an empty folder of this run's own, before any engine is
+    built: saved voices and lexicons default to ``$XDG_DATA_HOME/voxflow/...``
+    (`voxflow.atomic_files`), and a test must never read, or write, the files of the user who
+    runs it (servers and Ray workers the tests start inherit it)."""
+    os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="voxflow-test-data-")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
