@@ -104,7 +104,9 @@ def _free_port() -> int:
 def replica(config: str) -> Iterator[str]:
     """A local Ray instance (2 CPUs), Serve's proxy on a free port, one replica of `config`."""
     os.environ.setdefault(CALLBACK_ENV, CALLBACK)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # "local": a new instance even where a `ray start` cluster runs (or left its address
+    # file behind, as test_ray_cluster's killed nodes do)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     port = _free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:

@@ -66,7 +66,10 @@ def serve_on_ray(settings: Settings) -> None:
     os.environ.setdefault(CALLBACK_ENV, CALLBACK)
     app = application(settings)  # raises ConfigError before any Ray process starts
     local = not joins_cluster(settings)
-    ray.init(address=ray_settings(settings).address, include_dashboard=False if local else None)
+    # "local": a Ray instance of this process, as documented, even where a `ray start` cluster
+    # runs on this machine (address None would join it, through its address file)
+    ray.init(address="local" if local else ray_settings(settings).address,
+             include_dashboard=False if local else None)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         serve.start(http_options={"host": settings.server.host, "port": settings.server.port})

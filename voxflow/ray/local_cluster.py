@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +164,23 @@ class LocalCluster:
         for name in list(self.nodes):
             self.kill_node(name)
         self.nodes.clear()
+        _forget_address(self.port)
+
+
+CURRENT_CLUSTER = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+"""Where ``ray start --head`` writes the head's address, and where ``ray.init()`` without an
+address looks for a cluster to join (``ray stop`` removes it; a head stopped otherwise does
+not)."""
+
+
+def _forget_address(port: int) -> None:
+    """Remove `CURRENT_CLUSTER` when it names the head at `port`: left behind, it sends a later
+    ``ray.init()`` of this machine to a cluster that is gone."""
+    try:
+        if CURRENT_CLUSTER.read_text().strip().endswith(f":{port}"):
+            CURRENT_CLUSTER.unlink()
+    except OSError:
+        pass
 
 
 def _node_of(cmdline: list[str]) -> str | None:
