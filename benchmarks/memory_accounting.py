@@ -141,7 +141,7 @@ def main() -> int:
         ledger.mark("Kokoro session (92 MB file)")
     else:
         graph = piper_loader.load_graph(onnx_path, 1, 1)
-        shared = sum(part.weights.nbytes for part in graph.source.parts) / MIB
+        shared = sum(part.weights.nbytes for part in graph.source.parts()) / MIB
         ledger.mark(f"Piper session, 1 thread (63 MB file, {shared:.0f} MiB of shared weights)")
         solo = piper_loader.load_graph(onnx_path, 2, 1, spin=False)
         ledger.mark("Piper solo session, 2 threads (same weights)")

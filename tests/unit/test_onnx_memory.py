@@ -9,6 +9,7 @@ import weakref
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 
 from voxflow.malloc import ARENA_MAX, MMAP_THRESHOLD, trim_heap, tune_malloc
 from voxflow.memory_budget import ArenaBudget, BudgetCollector
@@ -27,7 +28,7 @@ def test_both_sessions_of_one_voice_share_one_prepared_graph(tiny_voice_dir):
     assert graph.source is solo.source and graph.source is not None
     pairs = ((graph.session, solo.session), (graph.frames.flow, solo.frames.flow),
              (graph.frames.decoder, solo.frames.decoder))
-    for part, (session, solo_session) in zip(graph.source.parts, pairs, strict=True):
+    for part, (session, solo_session) in zip(graph.source.parts(), pairs, strict=True):
         weights = part.weights
         assert session.weights is weights and solo_session.weights is weights
         assert weights.arrays or part is graph.source.flow  # the tiny flow has no weights
@@ -256,3 +257,14 @@ def test_malloc_settings_are_set_once_on_glibc():
     assert tune_malloc() is True  # Linux with glibc, as this project's machines
     assert tune_malloc() is True
     assert trim_heap() in (True, False)
+
+
+def test_spinning_sessions_stop_spinning_when_a_run_returns_and_others_never_spin():
+    from voxflow.models.onnx_memory import shared_session_options
+
+    spinning = shared_session_options(2, 1, spin=True)
+    assert spinning.get_session_config_entry("session.force_spinning_stop") == "1"
+    quiet = shared_session_options(2, 1, spin=False)
+    assert quiet.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    with pytest.raises(RuntimeError, match="does not have configuration"):
+        quiet.get_session_config_entry("session.force_spinning_stop")

@@ -157,3 +157,27 @@ def test_windows_run_alone_or_batched_to_the_kept_samples_in_order(tiny_voice_di
                for b, w in zip(batched, same, strict=True))
     with pytest.raises(ValueError, match="one length"):
         decode_windows(frames, windows, 256)
+
+
+def test_the_solo_sessions_stock_decoder_shares_the_prepared_graph_and_gives_the_same_audio(joe):
+    """On several threads the stock layout splits far better than NCHWc (settings:
+    `solo_decoder_nchwc`): the solo session opens the prepared graph's stock decoder, sharing
+    the encoder's and flow's weights, and its audio is the NCHWc decoder's within float
+    rounding."""
+    path, config, graph = joe
+    solo = load_graph(path, 2, 1, stock_decoder=True)
+    source = graph.source
+    assert solo.source is source and source.nchwc and source.stock_decoder is not None
+    assert solo.session.weights is source.encoder.weights
+    assert solo.frames.flow.weights is source.flow.weights
+    assert solo.frames.decoder.weights is source.stock_decoder.weights
+    assert graph.frames.decoder.weights is source.decoder.weights
+    blocked_names = {i.name for i in graph.frames.decoder.get_inputs()}
+    stock_names = {i.name for i in solo.frames.decoder.get_inputs()}
+    assert blocked_names != stock_names  # two different graphs, not one opened twice
+    segments = text_to_segments(config, "The solo session decodes this.", 300, None, 400)
+    ids = [segments[0].phoneme_ids]
+    blocked = synthesize_batch(graph, config, ids, [(3, 0)], 1.0, 12.0)[0]
+    stock = synthesize_batch(solo, config, ids, [(3, 0)], 1.0, 12.0)[0]
+    assert blocked.shape == stock.shape and blocked.size % config.hop_length == 0
+    assert float(np.abs(blocked - stock).max()) < 1e-5

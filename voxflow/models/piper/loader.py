@@ -70,10 +70,14 @@ class PreparedGraph:
     flow_inputs: tuple[str, ...]
     decoder_inputs: tuple[str, ...]
     nchwc: bool = False
+    # the decoder in its stock layout where `decoder` is the NCHWc one (None: `decoder` is)
+    stock_decoder: PreparedPart | None = None
 
-    @property
-    def parts(self) -> tuple[PreparedPart, PreparedPart, PreparedPart]:
-        return (self.encoder, self.flow, self.decoder)
+    def parts(self, stock_decoder: bool = False) -> tuple[PreparedPart, PreparedPart,
+                                                          PreparedPart]:
+        """Encoder, flow and decoder; the stock-layout decoder with `stock_decoder`."""
+        decoder = self.stock_decoder if stock_decoder and self.stock_decoder else self.decoder
+        return (self.encoder, self.flow, decoder)
 
 
 @dataclass(frozen=True)
@@ -226,8 +230,11 @@ def prepare_graph(onnx_path: Path, nchwc: bool = True) -> PreparedGraph:
             blocked = nchwc_decoder(split.decoder, split.decoder_inputs) if nchwc else None
             encoder, flow, decoder = (_prepare_part(part) for part in (
                 split.encoder, split.flow, blocked if blocked is not None else split.decoder))
+            # kept for sessions on several threads, where the stock layout is the faster one
+            stock = _prepare_part(split.decoder) if blocked is not None else None
             prepared = PreparedGraph(encoder, flow, decoder, channels, durations,
-                                     split.flow_inputs, split.decoder_inputs, blocked is not None)
+                                     split.flow_inputs, split.decoder_inputs, blocked is not None,
+                                     stock)
             del split
             trim_heap()
             _prepared[key] = weakref.ref(prepared)
@@ -236,7 +243,7 @@ def prepare_graph(onnx_path: Path, nchwc: bool = True) -> PreparedGraph:
 
 def load_graph(
     onnx_path: Path, intra_op_threads: int, inter_op_threads: int, spin: bool = True,
-    nchwc: bool = True,
+    nchwc: bool = True, stock_decoder: bool = False,
 ) -> RewrittenGraph:
     """Load, rewrite and cut a voice's graph, and open its three parts with ONNX Runtime on the
     CPU.
@@ -248,6 +255,8 @@ def load_graph(
         spin: let idle pool threads spin (ORT's default); off for a session that may run beside
             another one, where spinning threads would steal its cores.
         nchwc: the decoder in the NCHWc layout where it can be (`prepare_graph`).
+        stock_decoder: open the decoder in its stock layout even where the prepared graph
+            has an NCHWc one (the solo session: `PiperSettings.solo_decoder_nchwc`).
     Raises:
         ValueError: not a Piper VITS graph. onnx/onnxruntime errors: unreadable file.
     """
@@ -255,7 +264,7 @@ def load_graph(
     prepared = prepare_graph(Path(onnx_path), nchwc)
     encoder, flow, decoder = (
         open_session(part.model_bytes, intra_op_threads, inter_op_threads, spin, part.weights)
-        for part in prepared.parts
+        for part in prepared.parts(stock_decoder)
     )
     frames = FrameModels(flow, decoder, prepared.flow_inputs, prepared.decoder_inputs)
     return RewrittenGraph(encoder, prepared.noise_channels, prepared.durations_output, frames,

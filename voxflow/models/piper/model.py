@@ -87,8 +87,10 @@ def load_voice(voice_id: str, onnx_path: Path, settings: PiperSettings) -> Piper
                        nchwc=settings.decoder_nchwc)
     solo = None
     if settings.solo_threads > settings.intra_op_threads:
-        solo = load_graph(onnx_path, settings.solo_threads, settings.inter_op_threads, spin=False,
-                          nchwc=settings.decoder_nchwc)
+        # spinning only within its runs (`shared_session_options`): it runs alone
+        solo = load_graph(onnx_path, settings.solo_threads, settings.inter_op_threads,
+                          nchwc=settings.decoder_nchwc,
+                          stock_decoder=not settings.solo_decoder_nchwc)
     whole = None
     if settings.whole_alone and solo is not None:
         split = graph.source

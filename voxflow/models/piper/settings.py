@@ -196,6 +196,15 @@ class PiperSettings(BaseModel):
         "412 frames, one thread, audio within 2.4e-7 of the stock graph's. A voice whose "
         "decoder the rewrite does not handle keeps its stock graph (logged).",
     )
+    solo_decoder_nchwc: bool = Field(
+        False,
+        description="The solo session's decoder (`solo_threads`) in the NCHWc layout too "
+        "(with `decoder_nchwc`). Off: its decoder keeps the stock layout, which splits across "
+        "threads far better (joe over the 53 segments of benchmarks/data/sentences.txt on a "
+        "2-core Intel Xeon: 2 threads stock 4.68 s against NCHWc 5.30 s; 1 thread 9.05 s "
+        "against 6.45 s, so the fixed sessions keep NCHWc). Costs one more copy of the "
+        "decoder's weights (joe: 6.6 MB).",
+    )
     decoder_pad_frames: int = Field(
         12, ge=0, le=256,
         description="Latent frames of context decoded on each side of a decoder window and "

@@ -4,8 +4,9 @@ before its end (`PiperAcousticStage`, `whole_alone`).
 Voxflow's serving graph is cut in three (`loader.py`, `split.py`: encoder, then flow and
 HiFi-GAN decoder on windows) so a segment can stream window by window and batch under load.
 A lone run on two threads pays for the cut: three sessions run in turn with Python between
-them, and their thread pools must not spin (a spinning pool takes the next session's cores),
-so every parallel op wakes its threads again. On the 2-core AMD EPYC host, one process with
+them, and their thread pools could not spin (a spinning pool took the next session's cores;
+since issue 42 they spin within a run only, `shared_session_options`), so every parallel op
+woke its threads again. On the 2-core AMD EPYC host, one process with
 two threads, `voxflow bench ceiling --processes 1 --threads 2 --batch 1`: the packaged graph
 (ORT's defaults, spinning) 21.15 audio-s/s, the split graph 15.68 (docs/benchmarks.md,
 2026-12-04). A whole (non-streamed) response needs none of the cut's windows, so its lone
