@@ -16,12 +16,14 @@ request's bytes do not change run to run.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from voxflow.models.piper.loader import FrameModels
 from voxflow.models.piper.split import OUTPUT
+from voxflow.models.piper.stream_flow import FlowState, StreamingFlow
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,138 @@ class DecodeWindow:
 
     @property
     def frames(self) -> int:
-        """Flow frames of the window (with all its context): the batching shape."""
+        """Flow frames of the window (with all its context)."""
         return int(self.values[0].shape[-1])
+
+    @property
+    def batch_shape(self) -> tuple:
+        """Windows of equal batch shape (and voice) run together (`decode_windows`)."""
+        return (self.frames, self.span)
+
+
+@dataclass(eq=False)
+class SegmentStream:
+    """One segment's flow run as a stream across its windows (`stream_flow.py`): each frame
+    of the prior sample goes through the flow once, where windows with context run the flow
+    over `flow_pad_frames` more on each side at every seam.
+
+    Attributes:
+        z_p: the segment's prior sample, (1, C, F) float32.
+        state: the flow's carried state after the blocks fed so far (None before the first).
+        latent: the flow's output frames [latent_from, latent_from + width) kept for the
+            decoder's windows, (1, C, width) float32.
+    """
+
+    z_p: np.ndarray
+    state: FlowState | None = None
+    latent: np.ndarray | None = None
+    latent_from: int = 0
+
+    @property
+    def frames(self) -> int:
+        return int(self.z_p.shape[-1])
+
+    def take(self, latent: np.ndarray, keep_from: int) -> None:
+        """Append the flow's new frames (1, C, m) and drop those before frame `keep_from`."""
+        joined = latent if self.latent is None else np.concatenate([self.latent, latent], 2)
+        drop = max(0, keep_from - self.latent_from)
+        self.latent, self.latent_from = joined[:, :, drop:], self.latent_from + drop
+
+
+@dataclass(frozen=True, eq=False)
+class StreamWindow:
+    """One window of a `SegmentStream`: feed the flow the prior frames [a, b) (the last
+    block when b is the segment's end), then decode latent frames [lo, hi) and keep [s, e).
+
+    Windows of one stream must run in order, once each (the decoder stage's `in_order`, or
+    one after another in line).
+    """
+
+    stream: SegmentStream
+    window: tuple[int, int, int, int]
+    feed: tuple[int, int]
+
+    @property
+    def frames(self) -> int:
+        """Prior frames fed to the flow."""
+        return self.feed[1] - self.feed[0]
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """The decoder's frames, relative: (0, hi - lo)."""
+        return (0, self.window[3] - self.window[0])
+
+    @property
+    def keep(self) -> tuple[int, int]:
+        lo, s, e, _ = self.window
+        return (s - lo, e - lo)
+
+    @property
+    def last(self) -> bool:
+        return self.feed[1] == self.stream.frames
+
+    @property
+    def batch_shape(self) -> tuple:
+        first = self.feed[0] == 0
+        return ("stream", self.frames, first, self.last, self.span, self.keep)
+
+
+Window = DecodeWindow | StreamWindow
+"""A window of either kind; `batch_shape` says which run together."""
+
+
+def stream_windows(values: list[np.ndarray], windows: list[tuple[int, int, int, int]],
+                   lookahead: int) -> list[StreamWindow]:
+    """`windows` (`DecodePlan.windows`) of one segment as `StreamWindow`s of one stream.
+
+    Args:
+        values: the flow's inputs for the row, z_p (1, C, F) first (the frame mask is all
+            ones within a segment; per-row extras are not streamed).
+        lookahead: the streamed flow's lag in frames (`StreamingFlow.lookahead`): the window
+            ending at decoder frame hi feeds the prior up to hi + lookahead.
+    """
+    stream = SegmentStream(values[0])
+    frames = stream.frames
+    out, fed = [], 0
+    for window in windows:
+        end = min(frames, window[3] + lookahead)
+        out.append(StreamWindow(stream, window, (fed, max(fed, end))))
+        fed = max(fed, end)
+    return out
+
+
+def _run_stream_flow(flow: StreamingFlow, windows: Sequence[StreamWindow]) -> None:
+    """Feed each window's prior block to its stream's flow, as one batched run."""
+    first = windows[0]
+    if first.frames == 0:
+        return  # the flow's last block ran with an earlier window
+    if first.feed[0] == 0:
+        state = flow.start(len(windows))
+    else:
+        state = FlowState.stack([w.stream.state for w in windows])  # type: ignore[misc]
+    z_p = np.concatenate([w.stream.z_p[:, :, w.feed[0]:w.feed[1]] for w in windows])
+    latent, state = flow.step(z_p, state, last=first.last)
+    for b, (w, row) in enumerate(zip(windows, state.split(), strict=True)):
+        w.stream.state = row
+        w.stream.take(latent[b:b + 1], w.window[0])
+
+
+def decode_stream_windows(models: FrameModels, windows: list[StreamWindow],
+                          hop: int) -> list[np.ndarray]:
+    """`decode_windows` for `StreamWindow`s of one batch shape: the flow on each one's new
+    prior frames, then the decoder over its frames with context (from the stream's kept
+    latent); the kept samples of each."""
+    assert models.stream_flow is not None
+    _run_stream_flow(models.stream_flow, windows)
+    rows = []
+    for w in windows:
+        lo, _, _, hi = w.window
+        start = lo - w.stream.latent_from
+        assert w.stream.latent is not None and start >= 0
+        rows.append(w.stream.latent[:, :, start:start + hi - lo])
+    (wave,) = models.decoder.run([OUTPUT], {models.decoder_inputs[0]: np.concatenate(rows)})
+    flat = wave.reshape(len(windows), -1)
+    return [flat[b, w.keep[0] * hop: w.keep[1] * hop] for b, w in enumerate(windows)]
 
 
 def cut_window(values: list[np.ndarray], window: tuple[int, int, int, int],
@@ -128,7 +260,8 @@ def cut_window(values: list[np.ndarray], window: tuple[int, int, int, int],
     return DecodeWindow([*cut, *values[2:]], (lo - a, hi - a), (s - lo, e - lo))
 
 
-def decode_window(models: FrameModels, window: DecodeWindow, hop: int) -> np.ndarray:
+def decode_window(models: FrameModels, window: Window,
+                  hop: int) -> np.ndarray:
     """Run flow and decoder on one window; the kept samples, ((e - s) * hop,) float32.
 
     Args:
@@ -138,16 +271,18 @@ def decode_window(models: FrameModels, window: DecodeWindow, hop: int) -> np.nda
     return decode_windows(models, [window], hop)[0]
 
 
-def decode_windows(models: FrameModels, windows: list[DecodeWindow],
+def decode_windows(models: FrameModels, windows: Sequence[Window],
                    hop: int) -> list[np.ndarray]:
     """Run flow and decoder on windows of equal shape in one batched run each; the kept
     samples of each window.
 
     Raises:
-        ValueError: windows of different frames or spans.
+        ValueError: windows of different batch shapes (`batch_shape`).
     """
-    if len({(w.frames, w.span) for w in windows}) != 1:
+    if len({w.batch_shape for w in windows}) != 1:
         raise ValueError("only windows of one length and span run together")
+    if isinstance(windows[0], StreamWindow):
+        return decode_stream_windows(models, windows, hop)  # type: ignore[arg-type]
     feed = {name: np.concatenate([w.values[i] for w in windows])
             for i, name in enumerate(models.flow_inputs)}
     (latent,) = models.flow.run([models.decoder_inputs[0]], feed)

@@ -28,6 +28,7 @@ handed back to the system.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import weakref
 from dataclasses import dataclass
@@ -43,6 +44,14 @@ from voxflow.models.files import reading
 from voxflow.models.onnx_memory import ArenaSession, SharedWeights, open_session
 from voxflow.models.piper.nchwc import nchwc_decoder
 from voxflow.models.piper.split import split_graph
+from voxflow.models.piper.stream_flow import (
+    Coupling,
+    StreamingFlow,
+    read_couplings,
+    stream_flow_graph,
+)
+
+log = logging.getLogger(__name__)
 
 DP_NOISE_NODE = "/dp/RandomNormalLike"
 PRIOR_NOISE_NODE = "/RandomNormalLike"
@@ -72,6 +81,9 @@ class PreparedGraph:
     nchwc: bool = False
     # the decoder in its stock layout where `decoder` is the NCHWc one (None: `decoder` is)
     stock_decoder: PreparedPart | None = None
+    # the flow as a stream (`stream_flow.py`; None where the voice's flow is not supported)
+    stream_flow: PreparedPart | None = None
+    couplings: tuple[Coupling, ...] = ()
 
     def parts(self, stock_decoder: bool = False) -> tuple[PreparedPart, PreparedPart,
                                                           PreparedPart]:
@@ -94,6 +106,7 @@ class FrameModels:
     decoder: ArenaSession
     flow_inputs: tuple[str, ...]
     decoder_inputs: tuple[str, ...]
+    stream_flow: StreamingFlow | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +219,22 @@ def _prepare_part(model: onnx.ModelProto) -> PreparedPart:
     return PreparedPart(model.SerializeToString(), weights)
 
 
+def _stream_flow(flow: onnx.ModelProto, inputs: tuple[str, ...]
+                 ) -> tuple[onnx.ModelProto, list[Coupling]] | None:
+    """The flow as a stream (`stream_flow.stream_flow_graph`), its weights still inside, and
+    its couplings; None where the voice's flow is not one it handles (logged)."""
+    if len(inputs) != 2:  # z_p and y_mask only: no speaker embedding
+        log.info("flow not streamed: per-row inputs %s", inputs[2:])
+        return None
+    try:
+        couplings = read_couplings(flow)
+        channels = 2 * couplings[0].half
+        return stream_flow_graph(flow, couplings, channels), couplings
+    except ValueError as exc:
+        log.info("flow not streamed: %s", exc)
+        return None
+
+
 def prepare_graph(onnx_path: Path, nchwc: bool = True) -> PreparedGraph:
     """The rewritten graph of `onnx_path`, cut in three, each part with its weights split out
     (`SharedWeights`); the same object for every call while a session made from it lives, so a
@@ -228,13 +257,19 @@ def prepare_graph(onnx_path: Path, nchwc: bool = True) -> PreparedGraph:
             split = split_graph(model, durations)
             del model
             blocked = nchwc_decoder(split.decoder, split.decoder_inputs) if nchwc else None
+            streamed = _stream_flow(split.flow, split.flow_inputs)
             encoder, flow, decoder = (_prepare_part(part) for part in (
                 split.encoder, split.flow, blocked if blocked is not None else split.decoder))
+            stream_part = None
+            if streamed is not None:  # its weights are the flow's arrays
+                weights = SharedWeights(streamed[0], share=(flow.weights,))  # moves them out
+                stream_part = PreparedPart(streamed[0].SerializeToString(), weights)
             # kept for sessions on several threads, where the stock layout is the faster one
             stock = _prepare_part(split.decoder) if blocked is not None else None
             prepared = PreparedGraph(encoder, flow, decoder, channels, durations,
                                      split.flow_inputs, split.decoder_inputs, blocked is not None,
-                                     stock)
+                                     stock, stream_part,
+                                     tuple(streamed[1]) if streamed is not None else ())
             del split
             trim_heap()
             _prepared[key] = weakref.ref(prepared)
@@ -266,6 +301,11 @@ def load_graph(
         open_session(part.model_bytes, intra_op_threads, inter_op_threads, spin, part.weights)
         for part in prepared.parts(stock_decoder)
     )
-    frames = FrameModels(flow, decoder, prepared.flow_inputs, prepared.decoder_inputs)
+    stream = None
+    if prepared.stream_flow is not None:
+        part = prepared.stream_flow
+        stream = StreamingFlow(open_session(part.model_bytes, intra_op_threads, inter_op_threads,
+                                            spin, part.weights), prepared.couplings)
+    frames = FrameModels(flow, decoder, prepared.flow_inputs, prepared.decoder_inputs, stream)
     return RewrittenGraph(encoder, prepared.noise_channels, prepared.durations_output, frames,
                           prepared)

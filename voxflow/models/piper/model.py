@@ -14,7 +14,7 @@ import itertools
 import logging
 import time
 import unicodedata
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,10 +27,11 @@ from voxflow.models.base import ModelFamily, TextFrontendStage, Voice, missing_s
 from voxflow.models.piper import memory
 from voxflow.models.piper.decode import (
     DecodePlan,
-    DecodeWindow,
+    Window,
     cut_window,
     decode_window,
     decode_windows,
+    stream_windows,
 )
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
 from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_config
@@ -127,7 +128,7 @@ class PiperFrontendStage(TextFrontendStage):
         return place_words(document, payloads)
 
 
-def decoded_frames(windows: list[DecodeWindow]) -> int:
+def decoded_frames(windows: Sequence[Window]) -> int:
     """Frames the HiFi-GAN decoder runs over for `windows`, context included."""
     return sum(w.span[1] - w.span[0] for w in windows)
 
@@ -342,12 +343,12 @@ class PiperAcousticStage(Stage):
         if (stream and hurry and self.bulk_workers and not alone and item.segment == 0
                 and slack_s > 0):
             _trace(item, frames, slack_s, "lanes")
-            return Parts(self._loaded_windows(values, frames, item),
+            return Parts(self._loaded_windows(values, frames, item, voice),
                          self._words(voice, encoded, b, item, native))
         if handing_on and stream and not alone:
-            handed = self._hand_on(graph, values, frames, item,
+            handed = self._hand_on(voice, graph, values, frames, item,
                                    lambda: self._words(voice, encoded, b, item, native),
-                                   voice.config.hop_length, slack_s)
+                                   slack_s)
             if handed is not None:
                 return handed
         early = (stream and item.request.streamed and not alone
@@ -356,7 +357,7 @@ class PiperAcousticStage(Stage):
         small_first = stream and hurry and ((item.segment == 0 and (alone or item.request.seeded))
                                             or early)
         windows = self._plan.windows(frames, first=small_first)
-        cut = self._cut(values, windows)
+        cut = self._cut(values, windows, voice)
         words = self._words(voice, encoded, b, item, native)
         if stream and alone:
             _trace(item, frames, slack_s, "alone, %d windows", len(cut))
@@ -377,9 +378,9 @@ class PiperAcousticStage(Stage):
         # every segment of a request, or the next one would wait for it forever
         return Next(time_stretch(wave, rate, item.speed / native), words)
 
-    def _hand_on(self, graph: RewrittenGraph, values: list[np.ndarray], frames: int,
-                 item: StageItem, words: Callable[[], Words], hop: int,
-                 slack_s: float) -> Parts | StreamedParts | None:
+    def _hand_on(self, voice: PiperVoiceModel, graph: RewrittenGraph,
+                 values: list[np.ndarray], frames: int, item: StageItem,
+                 words: Callable[[], Words], slack_s: float) -> Parts | StreamedParts | None:
         """Under load, an unseeded segment's decode beyond its first audio goes to the decoder
         stage, so this stage's workers stay free for newcomers' first segments (their wait in
         this queue behind whole in-line decodes was most of a late first audio:
@@ -394,8 +395,9 @@ class PiperAcousticStage(Stage):
         each passed on as it is done. None: a first segment no longer than the head, decoded
         here whole (in line, or early).
         """
+        hop = voice.config.hop_length
         if item.segment > 0 or not item.request.streamed:
-            cut = self._cut(values, self._plan.windows(frames))
+            cut = self._cut(values, self._plan.windows(frames), voice)
             _trace(item, frames, slack_s, "handed on, %d windows", len(cut))
             return Parts(cut, words())
         head = self._loaded.first_frames or frames
@@ -405,37 +407,43 @@ class PiperAcousticStage(Stage):
         if self._early.worth_it(slack_s, head + self._plan.pad_frames, pace):
             windows = self._plan.windows(frames, first=True, heads_within=head)
             heads = max(1, sum(1 for w in windows if w[2] <= head))
-            cut = self._cut(values, windows)
+            cut = self._cut(values, windows, voice)
             _trace(item, frames, slack_s, "early, %d of %d windows in line", heads, len(cut))
             pace.note_early()
             return StreamedParts(len(cut), lambda: self._heads_then_rest(graph, cut, heads, hop),
                                  words())
-        cut = self._cut(values, self._loaded.windows(frames, first=True))
+        cut = self._cut(values, self._loaded.windows(frames, first=True), voice)
         wave, took = self._decode_timed(graph, cut[0], hop)
         _trace(item, frames, slack_s, "head in line in %.3f s, %d windows handed on", took,
                len(cut) - 1)
         return Parts([wave, *cut[1:]], words())
 
-    def _cut(self, values: list[np.ndarray],
-             windows: list[tuple[int, int, int, int]]) -> list[DecodeWindow]:
-        """Each window's `DecodeWindow` from a row's flow inputs (`decode.cut_window`)."""
+    def _cut(self, values: list[np.ndarray], windows: list[tuple[int, int, int, int]],
+             voice: PiperVoiceModel) -> list[Window]:
+        """Each window's `DecodeWindow` from a row's flow inputs (`decode.cut_window`); or,
+        where the segment has several windows and the voice's flow streams (`stream_flow`),
+        `StreamWindow`s, whose flow runs each frame once."""
+        frames = voice.graph.frames
+        if (len(windows) > 1 and self._family.settings.stream_flow and frames is not None
+                and frames.stream_flow is not None):
+            return stream_windows(values, windows, frames.stream_flow.lookahead)
         return [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
 
-    def _heads_then_rest(self, graph: RewrittenGraph, windows: list[DecodeWindow], heads: int,
-                         hop: int) -> Iterator[np.ndarray | DecodeWindow]:
+    def _heads_then_rest(self, graph: RewrittenGraph, windows: list[Window], heads: int,
+                         hop: int) -> Iterator[np.ndarray | Window]:
         """The first `heads` windows decoded here one by one (`_decode_each`), then the others
         as they are, for the decoder stage."""
         yield from self._decode_each(graph, windows[:heads], hop)
         yield from windows[heads:]
 
-    def _loaded_windows(self, values: list[np.ndarray], frames: int,
-                        item: StageItem) -> list[DecodeWindow]:
+    def _loaded_windows(self, values: list[np.ndarray], frames: int, item: StageItem,
+                        voice: PiperVoiceModel) -> list[Window]:
         """With lanes, under load, a first segment still on time: the windows the decoder
         stage runs. Unseeded: one `loaded_first_chunk_frames` window (the fast lane's), then
         the rest in the fewest windows (the bulk lane's). Seeded: the windows it has alone
         (its bytes must not depend on the load)."""
         plan = self._plan if item.request.seeded else self._loaded
-        return self._cut(values, plan.windows(frames, first=True))
+        return self._cut(values, plan.windows(frames, first=True), voice)
 
     @staticmethod
     def _words(voice: PiperVoiceModel, encoded: Encoded, b: int, item: StageItem,
@@ -450,7 +458,7 @@ class PiperAcousticStage(Stage):
         return tuple(word_times(durations, segment.words, config.hop_length,
                                 config.sample_rate, native / item.speed))
 
-    def _decode_each(self, graph: RewrittenGraph, windows: list[DecodeWindow],
+    def _decode_each(self, graph: RewrittenGraph, windows: list[Window],
                      hop: int) -> Iterator[np.ndarray]:
         """Each window's samples, (frames * hop,) float32 in [-1, 1], decoded one after
         another (a run of this family's, timed into the pace)."""
@@ -458,7 +466,7 @@ class PiperAcousticStage(Stage):
             for window in windows:
                 yield self._decode_timed(graph, window, hop)[0]
 
-    def _decode_timed(self, graph: RewrittenGraph, window: DecodeWindow,
+    def _decode_timed(self, graph: RewrittenGraph, window: Window,
                       hop: int) -> tuple[np.ndarray, float]:
         """One window's samples, (frames * hop,) float32 in [-1, 1], decoded here, and the
         seconds it took (observed into the pace)."""
@@ -506,30 +514,31 @@ class PiperDecoderStage(Stage):
         """A segment decoded in line (passed on) is urgent now; a window by `pace.urgent_in`
         over its decoded frames."""
         window = item.payload
-        if not isinstance(window, DecodeWindow):
+        if not isinstance(window, Window):
             return 0.0
         return urgent_in(slack_s, audio_flowing, window.span[1] - window.span[0],
                          self._family.pace, self._family.settings.urgent_margin_s)
 
     def passed_through(self, item: StageItem) -> Audio | None:
         """Samples the acoustic stage decoded in line ((N,) float32): passed on as they are."""
-        if isinstance(item.payload, DecodeWindow):
+        if isinstance(item.payload, Window):
             return None
         return Audio(item.payload)
 
     def batch_key(self, item: StageItem) -> Hashable:
         window = item.payload
-        if not isinstance(window, DecodeWindow):
+        if not isinstance(window, Window):
             return "decoded"  # a segment the acoustic stage decoded itself
-        return (item.request.voice, window.frames, window.span)
+        return (item.request.voice, window.batch_shape)
 
     def cost(self, item: StageItem) -> int:
         window = item.payload
-        return window.frames if isinstance(window, DecodeWindow) else 1
+        return window.frames if isinstance(window, Window) else 1
 
     def working_set_bytes(self, batch: StageBatch) -> int:
         """The decoder over every window's frames (0 for segments decoded in line)."""
-        windows = [item.payload for item in batch if isinstance(item.payload, DecodeWindow)]
+        windows = [item.payload for item in batch
+                   if isinstance(item.payload, Window)]
         return sum(memory.decode_bytes(w.span[1] - w.span[0]) for w in windows)
 
     def run(self, batch: StageBatch) -> list:

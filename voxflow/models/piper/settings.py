@@ -211,6 +211,15 @@ class PiperSettings(BaseModel):
         "dropped. At least the decoder's receptive field (11 frames for joe) gives the whole "
         "decode's samples up to float rounding (under 3e-6).",
     )
+    stream_flow: bool = Field(
+        True,
+        description="A segment decoded in several windows runs its flow as one stream "
+        "(voxflow/models/piper/stream_flow.py): each latent frame through the flow once, "
+        "its state carried from window to window, where each window otherwise runs the flow "
+        "over `flow_pad_frames` more on each side (joe, one thread, a 425-frame segment in "
+        "the windows 32/80/200/rest: 58 ms against 82 ms). Voices whose flow it does not "
+        "handle (speaker-conditioned) keep the windows (logged at load).",
+    )
     flow_pad_frames: int = Field(
         32, ge=0, le=256,
         description="Latent frames of context the flow runs on each side of a decoder window. "
