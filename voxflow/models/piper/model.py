@@ -10,6 +10,7 @@ the encoder and a small first window.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import time
@@ -171,6 +172,8 @@ class PiperAcousticStage(Stage):
         self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
                                 s.first_chunk_frames, s.flow_pad_frames,
                                 s.decoder_window_growth)
+        # an unseeded segment cut while alone: fewer, larger windows after the first
+        self._alone = dataclasses.replace(self._plan, growth=s.alone_window_growth)
         self._early = EarlyWindow((s.first_chunk_frames or 0) if s.early_first_window else 0,
                                   s.decoder_pad_frames, s.early_window_safety)
         # lanes (bulk_workers): under load a first segment starts with one small window only
@@ -356,7 +359,8 @@ class PiperAcousticStage(Stage):
                  and self._early.worth_it(slack_s, frames, self._family.pace))
         small_first = stream and hurry and ((item.segment == 0 and (alone or item.request.seeded))
                                             or early)
-        windows = self._plan.windows(frames, first=small_first)
+        plan = self._alone if alone and not item.request.seeded else self._plan
+        windows = plan.windows(frames, first=small_first)
         cut = self._cut(values, windows, voice)
         words = self._words(voice, encoded, b, item, native)
         if stream and alone:

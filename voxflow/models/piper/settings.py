@@ -124,6 +124,18 @@ class PiperSettings(BaseModel):
         "window when others arrived, 2.5 did not). 1 = one small first window, then the "
         "fewest equal windows.",
     )
+    alone_window_growth: float = Field(
+        6.0, ge=1.0, le=64.0,
+        description="`decoder_window_growth` for an unseeded segment cut while no other "
+        "Piper run is in progress (its windows run on the solo session): 32, 192, then the "
+        "rest. Alone, joe's flow and decoder run about 25x real time on 2 threads, so the "
+        "192-frame window is decoded long before the first one (0.37 s) has played, even "
+        "when a newcomer takes a core; each window fewer is a seam fewer (its context frames "
+        "decoded twice): a lone stream over the 53 segments of sentences.txt took 7.81 s "
+        "against 8.09 s with 2.5 (2-core Intel Xeon; the packaged graph whole: 7.19 s). "
+        "Seeded requests keep `decoder_window_growth`: their windows must not depend on the "
+        "load.",
+    )
     early_first_window: bool = Field(
         True,
         description="Under load, a segment whose in-line decode would end after its playback "
