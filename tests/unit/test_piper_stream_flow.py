@@ -217,3 +217,49 @@ def test_a_lone_joe_request_streams_its_windows_through_the_flow_stream(joe, mon
     audio = np.concatenate([c.samples for c in chunks])
     assert audio.size == sum(w.size for w in whole)
     assert float(np.abs(audio[:whole[0].size] - whole[0]).max()) < 1e-5
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_side_by_side_windows_give_the_whole_decode_and_every_frame_once(joe, first):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from voxflow.models.piper.decode import SideBySide, decode_side_by_side, side_by_side
+
+    _, config, graph = joe
+    hop = config.hop_length
+    values, frames = _encoded(config, graph, TEXTS[0], 8)
+    whole = decode_window(graph.frames, cut_window(
+        values, DecodePlan(None, 12, None, 32).windows(frames)[0], 32), hop)
+    head = (0, 0, 32, 44) if first else None
+    parts = side_by_side(values, head, frames, 12, 32, 512)
+    rest = parts[-1]
+    assert isinstance(rest, SideBySide) and len(rest.windows) == 2
+    start = 32 if first else 0
+    middle = (start + frames + 1) // 2
+    assert [w[1:3] for w in rest.windows] == [(start, middle), (middle, frames)]
+    assert sum(p.frames for p in parts) == frames  # each prior frame through the flow once
+    flow, fixed = graph.frames.stream_flow, graph.frames
+    audio = [decode_window(fixed, p, hop) for p in parts[:-1]]
+    with ThreadPoolExecutor(1) as pool:
+        audio.append(decode_side_by_side(flow, fixed.decoder, fixed.decoder_inputs[0], rest,
+                                         hop, pool.submit))
+    got = np.concatenate(audio)
+    assert got.size == frames * hop
+    assert float(np.abs(got - whole).max()) < 1e-5
+    # one after another (another run started meanwhile): the same samples
+    again = side_by_side(values, head, frames, 12, 32, 512)
+    serial = [decode_window(fixed, p, hop) for p in again[:-1]]
+    serial.append(decode_side_by_side(flow, fixed.decoder, fixed.decoder_inputs[0], again[-1],
+                                      hop, None))
+    assert np.concatenate(serial).tobytes() == got.tobytes()
+
+
+def test_a_short_rest_stays_one_window_and_long_ones_go_in_pairs_of_chunks(joe):
+    from voxflow.models.piper.decode import side_by_side
+
+    z_p = [np.zeros((1, 192, 2000), np.float32)]
+    assert len(side_by_side(z_p[:1], (0, 0, 32, 44), 120, 12, 32, 512)[-1].windows) == 1
+    assert len(side_by_side(z_p, (0, 0, 32, 44), 128, 12, 32, 512)[-1].windows) == 2
+    long = side_by_side(z_p, None, 2000, 12, 32, 512)[-1]
+    assert len(long.windows) == 4 and max(e - s for _, s, e, _ in long.windows) <= 512
+    assert long.peak_frames == 2 * (500 + 24)

@@ -10,12 +10,13 @@ the encoder and a small first window.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
+import threading
 import time
 import unicodedata
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,10 +29,13 @@ from voxflow.models.base import ModelFamily, TextFrontendStage, Voice, missing_s
 from voxflow.models.piper import memory
 from voxflow.models.piper.decode import (
     DecodePlan,
+    SideBySide,
     Window,
     cut_window,
+    decode_side_by_side,
     decode_window,
     decode_windows,
+    side_by_side,
     stream_windows,
 )
 from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_to_segments
@@ -172,8 +176,6 @@ class PiperAcousticStage(Stage):
         self._plan = DecodePlan(s.decoder_chunk_frames, s.decoder_pad_frames,
                                 s.first_chunk_frames, s.flow_pad_frames,
                                 s.decoder_window_growth)
-        # an unseeded segment cut while alone: fewer, larger windows after the first
-        self._alone = dataclasses.replace(self._plan, growth=s.alone_window_growth)
         self._early = EarlyWindow((s.first_chunk_frames or 0) if s.early_first_window else 0,
                                   s.decoder_pad_frames, s.early_window_safety)
         # lanes (bulk_workers): under load a first segment starts with one small window only
@@ -359,10 +361,17 @@ class PiperAcousticStage(Stage):
                  and self._early.worth_it(slack_s, frames, self._family.pace))
         small_first = stream and hurry and ((item.segment == 0 and (alone or item.request.seeded))
                                             or early)
-        plan = self._alone if alone and not item.request.seeded else self._plan
-        windows = plan.windows(frames, first=small_first)
-        cut = self._cut(values, windows, voice)
         words = self._words(voice, encoded, b, item, native)
+        if stream and alone and self._goes_side_by_side(voice, item):
+            head = self._plan.windows(frames, first=True)[0] if small_first else None
+            first = head if head is not None and head[2] < frames else None
+            cut = side_by_side(values, first, frames, self._plan.pad_frames,
+                               voice.graph.frames.stream_flow.lookahead,
+                               self._plan.chunk_frames)
+            _trace(item, frames, slack_s, "alone, side by side, %d parts", len(cut))
+            return Parts(cut, words)
+        windows = self._plan.windows(frames, first=small_first)
+        cut = self._cut(values, windows, voice)
         if stream and alone:
             _trace(item, frames, slack_s, "alone, %d windows", len(cut))
             return Parts(cut, words)
@@ -421,6 +430,15 @@ class PiperAcousticStage(Stage):
         _trace(item, frames, slack_s, "head in line in %.3f s, %d windows handed on", took,
                len(cut) - 1)
         return Parts([wave, *cut[1:]], words())
+
+    def _goes_side_by_side(self, voice: PiperVoiceModel, item: StageItem) -> bool:
+        """Whether a segment that starts alone decodes its rest side by side
+        (`side_by_side`): unseeded (a seeded request's windows must not depend on the
+        load), with the flow stream."""
+        frames = voice.graph.frames
+        return (self._family.settings.side_by_side and self._family.settings.stream_flow
+                and not item.request.seeded and frames is not None
+                and frames.stream_flow is not None)
 
     def _cut(self, values: list[np.ndarray], windows: list[tuple[int, int, int, int]],
              voice: PiperVoiceModel) -> list[Window]:
@@ -543,13 +561,16 @@ class PiperDecoderStage(Stage):
         """The decoder over every window's frames (0 for segments decoded in line)."""
         windows = [item.payload for item in batch
                    if isinstance(item.payload, Window)]
-        return sum(memory.decode_bytes(w.span[1] - w.span[0]) for w in windows)
+        return sum(memory.decode_bytes(w.peak_frames if isinstance(w, SideBySide)
+                                       else w.span[1] - w.span[0]) for w in windows)
 
     def run(self, batch: StageBatch) -> list:
         passed = [self.passed_through(item) for item in batch]
         if all(audio is not None for audio in passed):  # decoded in line: passed on
             return passed
         voice = self._family.voice_models[batch[0].request.voice]
+        if isinstance(batch[0].payload, SideBySide):  # its own batch (`batch_shape`)
+            return [self._side_by_side(voice, batch[0].payload)]
         seeded = any(item.request.seeded for item in batch)
         with self._family.runs.run() as alone:
             graph = pick_graph(voice, alone, seeded)
@@ -564,6 +585,21 @@ class PiperDecoderStage(Stage):
                                           time.perf_counter() - started)
         return [Audio(np.clip(w, -1.0, 1.0).astype(np.float32)) for w in waves]
 
+    def _side_by_side(self, voice: PiperVoiceModel, item: SideBySide) -> Audio:
+        """A `SideBySide`'s samples: alone, the flow on the solo session and the windows
+        on the fixed one-thread session, two at a time (one on the family's `beside`
+        thread, counted as a run of its own); else all on the fixed session, in order."""
+        with self._family.runs.run() as alone:
+            graph = pick_graph(voice, alone, False)
+            fixed = voice.graph.frames
+            assert graph.frames is not None and graph.frames.stream_flow is not None
+            assert fixed is not None
+            wave = decode_side_by_side(graph.frames.stream_flow, fixed.decoder,
+                                       fixed.decoder_inputs[0], item,
+                                       voice.config.hop_length,
+                                       self._family.beside if alone else None)
+        return Audio(np.clip(wave, -1.0, 1.0).astype(np.float32))
+
 
 class PiperFamily(ModelFamily):
     """Piper VITS voices: the packaged joe voice and any in `voices_dir`."""
@@ -575,11 +611,27 @@ class PiperFamily(ModelFamily):
     def __init__(self, name: str, settings: PiperSettings):
         super().__init__(name, settings)
         self.runs = CPU_RUNS  # runs in progress in this process (solo sessions)
+        self._beside: ThreadPoolExecutor | None = None  # `beside`'s thread, made on first use
+        self._beside_lock = threading.Lock()
         self.pace = DecodePace()  # decoder seconds per frame under load (early windows)
         files = _voice_files(settings)
         self.voice_models = {vid: load_voice(vid, path, settings) for vid, path in files.items()}
         self.set_voices({vid: vm.voice for vid, vm in self.voice_models.items()},
                         settings.default_voice)
+
+    def beside(self, fn: Callable[[], list[np.ndarray]]) -> Future:
+        """Run `fn` on the family's second decode thread (`side_by_side`), counted in
+        `runs` while it runs, so a newcomer sees the cores busy."""
+        with self._beside_lock:
+            if self._beside is None:
+                self._beside = ThreadPoolExecutor(1, thread_name_prefix="piper-beside")
+        counted_fn = fn
+
+        def counted() -> list[np.ndarray]:
+            with self.runs.run():
+                return counted_fn()
+
+        return self._beside.submit(counted)
 
     def stages(self) -> list[Stage]:
         return [PiperFrontendStage(self), PiperAcousticStage(self), PiperDecoderStage(self)]

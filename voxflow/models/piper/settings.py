@@ -124,17 +124,16 @@ class PiperSettings(BaseModel):
         "window when others arrived, 2.5 did not). 1 = one small first window, then the "
         "fewest equal windows.",
     )
-    alone_window_growth: float = Field(
-        6.0, ge=1.0, le=64.0,
-        description="`decoder_window_growth` for an unseeded segment cut while no other "
-        "Piper run is in progress (its windows run on the solo session): 32, 192, then the "
-        "rest. Alone, joe's flow and decoder run about 25x real time on 2 threads, so the "
-        "192-frame window is decoded long before the first one (0.37 s) has played, even "
-        "when a newcomer takes a core; each window fewer is a seam fewer (its context frames "
-        "decoded twice): a lone stream over the 53 segments of sentences.txt took 7.81 s "
-        "against 8.09 s with 2.5 (2-core Intel Xeon; the packaged graph whole: 7.19 s). "
-        "Seeded requests keep `decoder_window_growth`: their windows must not depend on the "
-        "load.",
+    side_by_side: bool = Field(
+        True,
+        description="An unseeded segment that starts alone decodes its frames after the "
+        "first window (all of them for a later segment) as two windows side by side, one "
+        "per core, on the fixed one-thread sessions (NCHWc), instead of one after another "
+        "on the solo session's two threads, which split the decoder's small convolutions "
+        "poorly: joe's 53 segments of sentences.txt decoded in halves side by side took "
+        "3.62 s against 4.78 s (2-core Intel Xeon). Where another run has started by then, "
+        "the windows run one after another on the fixed session. Needs the flow stream "
+        "(`stream_flow`); rests under 96 frames stay one window.",
     )
     early_first_window: bool = Field(
         True,
