@@ -263,3 +263,53 @@ def test_a_short_rest_stays_one_window_and_long_ones_go_in_pairs_of_chunks(joe):
     long = side_by_side(z_p, None, 2000, 12, 32, 512)[-1]
     assert len(long.windows) == 4 and max(e - s for _, s, e, _ in long.windows) <= 512
     assert long.peak_frames == 2 * (500 + 24)
+
+
+def test_a_lone_unseeded_request_decodes_its_rest_side_by_side_on_two_threads(monkeypatch):
+    import asyncio
+    import threading
+
+    from voxflow.config import load_settings
+    from voxflow.engine.engine import Engine
+    from voxflow.engine.request import SpeechRequest
+    from voxflow.models.piper import model as piper_model
+    from voxflow.models.solo import CPU_RUNS
+
+    seen = []
+    real = piper_model.decode_side_by_side
+
+    def spy(flow, decoder, name, item, hop, beside):
+        threads = []
+
+        def watching(fn):
+            def run():
+                threads.append((threading.current_thread().name, CPU_RUNS.running))
+                return fn()
+            return beside(run)
+
+        wave = real(flow, decoder, name, item, hop, watching if beside else None)
+        seen.append((item, wave.size, beside is not None, threads))
+        return wave
+
+    monkeypatch.setattr(piper_model, "decode_side_by_side", spy)
+    settings = load_settings(None, {"engine.warmup": False, "models": [
+        {"name": "piper", "family": "piper", "options": {"whole_alone": False}}]})
+
+    async def main():
+        engine = Engine(settings)
+        await engine.start()
+        try:
+            return await engine.submit(SpeechRequest("piper", TEXTS[0], "joe")).collect()
+        finally:
+            engine.stop()
+
+    chunks = asyncio.run(main())
+    assert chunks[0].samples.size == 32 * 256  # the first window, as before
+    assert len(seen) == 2  # both segments' rests (the first after its first window)
+    first_rest, size, alone, threads = seen[0]
+    assert alone and first_rest.windows[0][1] == 32 and len(first_rest.windows) == 2
+    assert size == (first_rest.stream.frames - 32) * 256
+    # the second window ran on the family's second thread while this run was counted too
+    assert threads == [("piper-beside_0", 2)]
+    audio = np.concatenate([c.samples for c in chunks])
+    assert audio.size == sum(item.stream.frames for item, *_ in seen) * 256

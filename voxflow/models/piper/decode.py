@@ -19,6 +19,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -262,8 +263,10 @@ def side_by_side(values: list[np.ndarray], first: tuple[int, int, int, int] | No
     return out
 
 
-Window = DecodeWindow | StreamWindow | SideBySide
-"""A window of any kind; `batch_shape` says which run together."""
+CutWindow = DecodeWindow | StreamWindow
+"""A window `decode_windows` runs; `batch_shape` says which run together."""
+Window = CutWindow | SideBySide
+"""A decoder-stage payload of any kind."""
 
 
 def stream_windows(values: list[np.ndarray], windows: list[tuple[int, int, int, int]],
@@ -337,8 +340,7 @@ def cut_window(values: list[np.ndarray], window: tuple[int, int, int, int],
     return DecodeWindow([*cut, *values[2:]], (lo - a, hi - a), (s - lo, e - lo))
 
 
-def decode_window(models: FrameModels, window: Window,
-                  hop: int) -> np.ndarray:
+def decode_window(models: FrameModels, window: CutWindow, hop: int) -> np.ndarray:
     """Run flow and decoder on one window; the kept samples, ((e - s) * hop,) float32.
 
     Args:
@@ -348,7 +350,7 @@ def decode_window(models: FrameModels, window: Window,
     return decode_windows(models, [window], hop)[0]
 
 
-def decode_windows(models: FrameModels, windows: Sequence[Window],
+def decode_windows(models: FrameModels, windows: Sequence[CutWindow],
                    hop: int) -> list[np.ndarray]:
     """Run flow and decoder on windows of equal shape in one batched run each; the kept
     samples of each window.
@@ -359,7 +361,8 @@ def decode_windows(models: FrameModels, windows: Sequence[Window],
     if len({w.batch_shape for w in windows}) != 1:
         raise ValueError("only windows of one length and span run together")
     if isinstance(windows[0], StreamWindow):
-        return decode_stream_windows(models, windows, hop)  # type: ignore[arg-type]
+        return decode_stream_windows(models, cast(list[StreamWindow], windows), hop)
+    windows = cast(list[DecodeWindow], windows)
     feed = {name: np.concatenate([w.values[i] for w in windows])
             for i, name in enumerate(models.flow_inputs)}
     (latent,) = models.flow.run([models.decoder_inputs[0]], feed)
@@ -386,20 +389,22 @@ def decode_side_by_side(flow: StreamingFlow, decoder: ArenaSession, name: str,
     _run_stream_flow(flow, [item])
     stream = item.stream
 
+    kept = stream.latent
+    assert kept is not None
+
     def decode(windows: Sequence[tuple[int, int, int, int]]) -> list[np.ndarray]:
         out = []
         for lo, s, e, hi in windows:
             start = lo - stream.latent_from
-            latent = np.ascontiguousarray(stream.latent[:, :, start:start + hi - lo])
+            latent = np.ascontiguousarray(kept[:, :, start:start + hi - lo])
             (wave,) = decoder.run([OUTPUT], {name: latent})
             out.append(wave.reshape(-1)[(s - lo) * hop:(e - lo) * hop])
         return out
 
-    assert stream.latent is not None
     if beside is None or len(item.windows) < 2:
         return np.concatenate(decode(item.windows))
     odd = beside(lambda: decode(item.windows[1::2]))
     even = decode(item.windows[0::2])
-    parts = [None] * len(item.windows)
-    parts[0::2], parts[1::2] = even, odd.result()
-    return np.concatenate(parts)
+    # even windows are 0, 2, ...; odd ones 1, 3, ...: interleave them back in order
+    return np.concatenate([part for pair in itertools.zip_longest(even, odd.result())
+                           for part in pair if part is not None])

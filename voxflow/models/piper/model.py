@@ -28,6 +28,7 @@ from voxflow.memory_gate import GATE
 from voxflow.models.base import ModelFamily, TextFrontendStage, Voice, missing_symbols
 from voxflow.models.piper import memory
 from voxflow.models.piper.decode import (
+    CutWindow,
     DecodePlan,
     SideBySide,
     Window,
@@ -365,11 +366,12 @@ class PiperAcousticStage(Stage):
         if stream and alone and self._goes_side_by_side(voice, item):
             head = self._plan.windows(frames, first=True)[0] if small_first else None
             first = head if head is not None and head[2] < frames else None
-            cut = side_by_side(values, first, frames, self._plan.pad_frames,
-                               voice.graph.frames.stream_flow.lookahead,
-                               self._plan.chunk_frames)
-            _trace(item, frames, slack_s, "alone, side by side, %d parts", len(cut))
-            return Parts(cut, words)
+            flow = voice.graph.frames.stream_flow if voice.graph.frames else None
+            assert flow is not None  # `_goes_side_by_side`
+            parts = side_by_side(values, first, frames, self._plan.pad_frames, flow.lookahead,
+                                 self._plan.chunk_frames)
+            _trace(item, frames, slack_s, "alone, side by side, %d parts", len(parts))
+            return Parts(parts, words)
         windows = self._plan.windows(frames, first=small_first)
         cut = self._cut(values, windows, voice)
         if stream and alone:
@@ -441,25 +443,25 @@ class PiperAcousticStage(Stage):
                 and frames.stream_flow is not None)
 
     def _cut(self, values: list[np.ndarray], windows: list[tuple[int, int, int, int]],
-             voice: PiperVoiceModel) -> list[Window]:
+             voice: PiperVoiceModel) -> list[CutWindow]:
         """Each window's `DecodeWindow` from a row's flow inputs (`decode.cut_window`); or,
         where the segment has several windows and the voice's flow streams (`stream_flow`),
         `StreamWindow`s, whose flow runs each frame once."""
         frames = voice.graph.frames
         if (len(windows) > 1 and self._family.settings.stream_flow and frames is not None
                 and frames.stream_flow is not None):
-            return stream_windows(values, windows, frames.stream_flow.lookahead)
+            return [*stream_windows(values, windows, frames.stream_flow.lookahead)]
         return [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
 
-    def _heads_then_rest(self, graph: RewrittenGraph, windows: list[Window], heads: int,
-                         hop: int) -> Iterator[np.ndarray | Window]:
+    def _heads_then_rest(self, graph: RewrittenGraph, windows: list[CutWindow], heads: int,
+                         hop: int) -> Iterator[np.ndarray | CutWindow]:
         """The first `heads` windows decoded here one by one (`_decode_each`), then the others
         as they are, for the decoder stage."""
         yield from self._decode_each(graph, windows[:heads], hop)
         yield from windows[heads:]
 
     def _loaded_windows(self, values: list[np.ndarray], frames: int, item: StageItem,
-                        voice: PiperVoiceModel) -> list[Window]:
+                        voice: PiperVoiceModel) -> list[CutWindow]:
         """With lanes, under load, a first segment still on time: the windows the decoder
         stage runs. Unseeded: one `loaded_first_chunk_frames` window (the fast lane's), then
         the rest in the fewest windows (the bulk lane's). Seeded: the windows it has alone
@@ -480,7 +482,7 @@ class PiperAcousticStage(Stage):
         return tuple(word_times(durations, segment.words, config.hop_length,
                                 config.sample_rate, native / item.speed))
 
-    def _decode_each(self, graph: RewrittenGraph, windows: list[Window],
+    def _decode_each(self, graph: RewrittenGraph, windows: list[CutWindow],
                      hop: int) -> Iterator[np.ndarray]:
         """Each window's samples, (frames * hop,) float32 in [-1, 1], decoded one after
         another (a run of this family's, timed into the pace)."""
@@ -488,7 +490,7 @@ class PiperAcousticStage(Stage):
             for window in windows:
                 yield self._decode_timed(graph, window, hop)[0]
 
-    def _decode_timed(self, graph: RewrittenGraph, window: Window,
+    def _decode_timed(self, graph: RewrittenGraph, window: CutWindow,
                       hop: int) -> tuple[np.ndarray, float]:
         """One window's samples, (frames * hop,) float32 in [-1, 1], decoded here, and the
         seconds it took (observed into the pace)."""

@@ -22,7 +22,7 @@ import numpy as np
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 from piper.config import PiperConfig
 
-from voxflow.models.piper.decode import DecodePlan, Window, cut_window, decode_window
+from voxflow.models.piper.decode import CutWindow, DecodePlan, cut_window, decode_window
 from voxflow.models.piper.loader import NOISE_DP_INPUT, NOISE_Z_INPUT, RewrittenGraph
 from voxflow.models.piper.split import OUTPUT
 
@@ -162,7 +162,7 @@ def synthesize_batch(
 
 
 def decode_in_line(graph: RewrittenGraph, values: list[np.ndarray], frames: int,
-                   windows: Sequence[Window], hop: int) -> np.ndarray:
+                   windows: Sequence[CutWindow], hop: int) -> np.ndarray:
     """One row's waveform, its windows run one after another here; (frames * hop,) float32
     clipped to [-1, 1]. An uncut graph's `values` are the waveform already (windows unused)."""
     if graph.frames is None:
