@@ -289,6 +289,9 @@ def _conv_common(node: onnx.NodeProto, nodes: _Nodes) -> tuple[dict, np.ndarray,
     if attrs.get("group", 1) != 1 or "output_padding" in attrs or "output_shape" in attrs:
         raise ValueError(f"not a HiFi-GAN decoder: {node.name} has groups or output padding")
     weight = nodes.weight(node.input[1])
+    if weight.ndim != 3 or list(attrs.get("kernel_shape", weight.shape[2:])) != [weight.shape[2]]:
+        raise ValueError(f"not a HiFi-GAN decoder: {node.name}'s kernel_shape is not its "
+                         "weight's")
     bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
     if bias is not None:
         nodes.weight(bias)
