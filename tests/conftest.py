@@ -28,7 +28,7 @@ SLOW_MODULES = frozenset({
     "test_cosyvoice3_bistream_serving",
     "test_magpie_family", "test_magpie_kv_cache", "test_magpie_decode",
     # the real Kokoro and joe graphs, whole and windowed
-    "test_kokoro_family", "test_piper_nchwc", "test_piper_decode",
+    "test_kokoro_family", "test_piper_nchwc", "test_piper_decode", "test_piper_stream_decoder",
     # subprocesses: the GPU script's dry run, the ceiling sweep, an mDNS announcement
     "test_gpu_run", "test_bench_ceiling", "test_wyoming_zeroconf",
 })
