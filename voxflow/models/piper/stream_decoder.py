@@ -1,5 +1,16 @@
 """A state-carrying streaming form of a Piper voice's HiFi-GAN decoder (issue 42).
 
+Not on the serving path: measured, it is slower than the windows it would replace. In ONNX
+Runtime every Concat of a cache and every residual crop is a copy of a whole activation, and
+at the high-rate layers those copies cost more than the context frames they save (joe, the 30
+lines of sentences.txt, decoder only, 32/80/200/rest blocks, `benchmarks/piper_stream_decoder.py`,
+idle 2-core Intel Xeon: +12.9% over one whole decode on one thread and +40.8% on two, against
++3.6% and +14.2% for today's windows of the same sizes). The server removes the seams' flow
+recompute with `stream_flow.py` and decodes a lone segment's rest side by side
+(`decode.SideBySide`) instead; this module stays as the exact oracle of the lag arithmetic
+(docs/notes/piper-streaming-decoder.md, section 5) and the starting point of a form with fewer
+copies (the note's "two-piece" convs).
+
 `decode.py` decodes windows of latent frames with recomputed context pads (11-12 frames each
 side). This module instead generates, from the voice's own decoder graph (`split.py`'s `/dec/`
 part, stock 1-D layout), a new ONNX graph that decodes a *block* of latent frames given carried
