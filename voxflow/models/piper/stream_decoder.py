@@ -731,12 +731,12 @@ class DecoderState:
     @staticmethod
     def stack(states: Sequence[DecoderState]) -> DecoderState:
         """The rows of `states` as one state (in order)."""
-        speakers = [s.speaker for s in states]
+        speakers = [s.speaker for s in states if s.speaker is not None]
         return DecoderState(
             tuple(np.concatenate(arrays) for arrays in zip(*(s.caches for s in states),
                                                            strict=True)),
             np.concatenate([s.frames for s in states]),
-            None if speakers[0] is None else np.concatenate(speakers))
+            np.concatenate(speakers) if speakers else None)
 
     def rows(self, lo: int, hi: int) -> DecoderState:
         """Rows [lo, hi) as a state of their own (copies, so the rows can move on apart)."""
