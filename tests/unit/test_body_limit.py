@@ -54,7 +54,7 @@ def test_a_body_under_the_limit_reaches_the_route(client):
     assert r.status_code == 400 and r.json()["error"]["code"] == "empty_input"
 
 
-def test_the_middleware_stops_reading_a_chunked_body_at_the_limit():
+def test_the_middleware_refuses_a_chunked_body_over_the_limit_after_draining_it():
     pulled = []
     sent = []
 
@@ -82,9 +82,12 @@ def test_the_middleware_stops_reading_a_chunked_body_at_the_limit():
         await send_original(message)
 
     asyncio.run(refused_after())
-    assert sent_at[0] == 3  # the 413 left once 3,000 bytes > 2,048 were read, not later
+    # the app never saw it; the rest was read and dropped before the 413 left, as uvicorn
+    # closes the socket at the answer's last byte and unread bytes would reset it (a proxy
+    # still writing the body then answers 502: seen in a CI run of test_reverse_proxy)
+    assert sent_at[0] == 10
     assert sent[0]["status"] == 413
-    assert len(pulled) == 10  # then the rest was read and dropped
+    assert len(pulled) == 10
 
 
 def test_while_draining_requests_get_503_and_health_says_draining(client):

@@ -1,7 +1,8 @@
 """`server.max_body_bytes` for the JSON routes: a body over it is refused with 413
-``payload_too_large`` before it is parsed: at once from ``Content-Length``, or, for a chunked
-body, as soon as the bytes read pass the limit. Nothing more is kept: the rest of the body is
-read and dropped (so a proxy writing it sees the 413, not a reset), and the connection closed.
+``payload_too_large`` before it is parsed: known from ``Content-Length``, or, for a chunked
+body, once the bytes read pass the limit. Nothing more is kept: the rest of the body is
+read and dropped first (so a proxy writing it sees the 413, not a reset), then the 413 sent and
+the connection closed.
 Voice uploads (``POST /v1/audio/voices``, multipart) keep their own limit
 (``server.max_voice_upload_bytes``, `voxflow.server.voices`)."""
 
@@ -74,9 +75,11 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # drained before the answer: uvicorn closes a `Connection: close` response's socket
+        # as soon as its last byte is written, and unread body bytes then reset it
+        await _discard_rest(receive)
         response = error_response(too_large(self.limit), {"Connection": "close"})
         await response(scope, receive, send)
-        await _discard_rest(receive)
 
 
 DISCARD_MAX_BYTES = 64 * 2**20
@@ -84,7 +87,7 @@ DISCARD_TIMEOUT_S = 5.0
 
 
 async def _discard_rest(receive: Receive) -> None:
-    """After the 413, read and drop what the client still sends (at most `DISCARD_MAX_BYTES`
+    """Before the 413, read and drop what the client still sends (at most `DISCARD_MAX_BYTES`
     within `DISCARD_TIMEOUT_S`), keeping nothing. Closing with unread bytes makes the kernel
     reset the connection, and a proxy still writing the body (nginx sends it whole before it
     reads the answer) would then see a broken pipe and answer 502 instead of the 413."""
