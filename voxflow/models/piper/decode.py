@@ -151,24 +151,52 @@ class SegmentStream:
         drop = max(0, keep_from - self.latent_from)
         self.latent, self.latent_from = joined[:, :, drop:], self.latent_from + drop
 
+    def latent_of(self, lo: int, hi: int) -> np.ndarray:
+        """The kept latent frames [lo, hi), (1, C, hi - lo) float32 (a view)."""
+        start = lo - self.latent_from
+        assert self.latent is not None and start >= 0 and hi - self.latent_from <= (
+            self.latent.shape[-1])
+        return self.latent[:, :, start:start + hi - lo]
+
 
 @dataclass(frozen=True, eq=False)
-class StreamWindow:
-    """One window of a `SegmentStream`: feed the flow the prior frames [a, b) (the last
-    block when b is the segment's end), then decode latent frames [lo, hi) and keep [s, e).
-
-    Windows of one stream must run in order, once each (the decoder stage's `in_order`, or
-    one after another in line).
-    """
+class FlowBlock:
+    """A decoder-stage part that first feeds its `SegmentStream`'s flow the prior frames
+    `feed` = [a, b) (the stream's last block when b is the segment's end, none when a == b),
+    then decodes from the stream's latent from frame `first_lo` on."""
 
     stream: SegmentStream
-    window: tuple[int, int, int, int]
     feed: tuple[int, int]
 
     @property
     def frames(self) -> int:
         """Prior frames fed to the flow."""
         return self.feed[1] - self.feed[0]
+
+    @property
+    def last(self) -> bool:
+        return self.feed[1] == self.stream.frames
+
+    @property
+    def first_lo(self) -> int:
+        """The first latent frame it decodes: the stream keeps no earlier one after it."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class StreamWindow(FlowBlock):
+    """One window of a `SegmentStream` (a `FlowBlock`): feed the flow its prior frames, then
+    decode latent frames [lo, hi) and keep [s, e).
+
+    Windows of one stream must run in order, once each (the decoder stage's `in_order`, or
+    one after another in line).
+    """
+
+    window: tuple[int, int, int, int]
+
+    @property
+    def first_lo(self) -> int:
+        return self.window[0]
 
     @property
     def span(self) -> tuple[int, int]:
@@ -181,17 +209,13 @@ class StreamWindow:
         return (s - lo, e - lo)
 
     @property
-    def last(self) -> bool:
-        return self.feed[1] == self.stream.frames
-
-    @property
     def batch_shape(self) -> tuple:
         first = self.feed[0] == 0
         return ("stream", self.frames, first, self.last, self.span, self.keep)
 
 
-@dataclass(frozen=True, eq=False)
-class SideBySide:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class SideBySide(FlowBlock):
     """The frames of a lone segment after its first window (or all of them), decoded as
     `windows` side by side, one per core, each on a one-thread session.
 
@@ -204,19 +228,16 @@ class SideBySide:
 
     Attributes:
         stream: the segment's flow stream (its first window, if any, already ran).
-        windows: (lo, s, e, hi) decoder windows covering the frames left, in order.
         feed: the prior frames [a, F) still to feed the flow (its last block; empty when an
             earlier window's block was already the last).
+        windows: (lo, s, e, hi) decoder windows covering the frames left, in order.
     """
 
-    stream: SegmentStream
     windows: tuple[tuple[int, int, int, int], ...]
-    feed: tuple[int, int]
 
     @property
-    def frames(self) -> int:
-        """Prior frames fed to the flow."""
-        return self.feed[1] - self.feed[0]
+    def first_lo(self) -> int:
+        return self.windows[0][0]
 
     @property
     def span(self) -> tuple[int, int]:
@@ -258,8 +279,8 @@ def side_by_side(values: list[np.ndarray], first: tuple[int, int, int, int] | No
     fed = 0
     if first is not None:
         fed = min(frames, first[3] + lookahead)
-        out.append(StreamWindow(stream, first, (0, fed)))
-    out.append(SideBySide(stream, windows, (fed, frames)))
+        out.append(StreamWindow(stream, (0, fed), window=first))
+    out.append(SideBySide(stream, (fed, frames), windows=windows))
     return out
 
 
@@ -284,13 +305,12 @@ def stream_windows(values: list[np.ndarray], windows: list[tuple[int, int, int, 
     out, fed = [], 0
     for window in windows:
         end = min(frames, window[3] + lookahead)
-        out.append(StreamWindow(stream, window, (fed, max(fed, end))))
+        out.append(StreamWindow(stream, (fed, max(fed, end)), window=window))
         fed = max(fed, end)
     return out
 
 
-def _run_stream_flow(flow: StreamingFlow, windows: Sequence[StreamWindow | SideBySide]
-                     ) -> None:
+def _run_stream_flow(flow: StreamingFlow, windows: Sequence[FlowBlock]) -> None:
     """Feed each window's prior block to its stream's flow, as one batched run."""
     first = windows[0]
     if first.frames == 0:
@@ -300,11 +320,10 @@ def _run_stream_flow(flow: StreamingFlow, windows: Sequence[StreamWindow | SideB
     else:
         state = FlowState.stack([w.stream.state for w in windows])  # type: ignore[misc]
     z_p = np.concatenate([w.stream.z_p[:, :, w.feed[0]:w.feed[1]] for w in windows])
-    latent, state = flow.step(z_p, state, last=first.feed[1] == first.stream.frames)
+    latent, state = flow.step(z_p, state, last=first.last)
     for b, (w, row) in enumerate(zip(windows, state.split(), strict=True)):
         w.stream.state = row
-        keep = w.window[0] if isinstance(w, StreamWindow) else w.windows[0][0]
-        w.stream.take(latent[b:b + 1], keep)
+        w.stream.take(latent[b:b + 1], w.first_lo)
 
 
 def decode_stream_windows(models: FrameModels, windows: list[StreamWindow],
@@ -314,12 +333,7 @@ def decode_stream_windows(models: FrameModels, windows: list[StreamWindow],
     latent); the kept samples of each."""
     assert models.stream_flow is not None
     _run_stream_flow(models.stream_flow, windows)
-    rows = []
-    for w in windows:
-        lo, _, _, hi = w.window
-        start = lo - w.stream.latent_from
-        assert w.stream.latent is not None and start >= 0
-        rows.append(w.stream.latent[:, :, start:start + hi - lo])
+    rows = [w.stream.latent_of(w.window[0], w.window[3]) for w in windows]
     (wave,) = models.decoder.run([OUTPUT], {models.decoder_inputs[0]: np.concatenate(rows)})
     flat = wave.reshape(len(windows), -1)
     return [flat[b, w.keep[0] * hop: w.keep[1] * hop] for b, w in enumerate(windows)]
@@ -389,14 +403,10 @@ def decode_side_by_side(flow: StreamingFlow, decoder: ArenaSession, name: str,
     _run_stream_flow(flow, [item])
     stream = item.stream
 
-    kept = stream.latent
-    assert kept is not None
-
     def decode(windows: Sequence[tuple[int, int, int, int]]) -> list[np.ndarray]:
         out = []
         for lo, s, e, hi in windows:
-            start = lo - stream.latent_from
-            latent = np.ascontiguousarray(kept[:, :, start:start + hi - lo])
+            latent = np.ascontiguousarray(stream.latent_of(lo, hi))
             (wave,) = decoder.run([OUTPUT], {name: latent})
             out.append(wave.reshape(-1)[(s - lo) * hop:(e - lo) * hop])
         return out

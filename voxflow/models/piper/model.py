@@ -43,6 +43,7 @@ from voxflow.models.piper.frontend import PhonemeSegment, ipa_to_segments, text_
 from voxflow.models.piper.loader import RewrittenGraph, load_graph, read_voice_config
 from voxflow.models.piper.pace import DecodePace, EarlyWindow, urgent_in
 from voxflow.models.piper.settings import PiperSettings
+from voxflow.models.piper.stream_flow import StreamingFlow
 from voxflow.models.piper.synth import Encoded, decode_in_line, encode_batch
 from voxflow.models.piper.whole import WholeGraph
 from voxflow.models.place import place_words
@@ -363,11 +364,13 @@ class PiperAcousticStage(Stage):
         small_first = stream and hurry and ((item.segment == 0 and (alone or item.request.seeded))
                                             or early)
         words = self._words(voice, encoded, b, item, native)
-        if stream and alone and self._goes_side_by_side(voice, item):
+        flow = self._flow_stream(voice)
+        # side by side (`side_by_side`): unseeded only, a seeded request's windows must not
+        # depend on the load
+        if (stream and alone and flow is not None and self._family.settings.side_by_side
+                and not item.request.seeded):
             head = self._plan.windows(frames, first=True)[0] if small_first else None
             first = head if head is not None and head[2] < frames else None
-            flow = voice.graph.frames.stream_flow if voice.graph.frames else None
-            assert flow is not None  # `_goes_side_by_side`
             parts = side_by_side(values, first, frames, self._plan.pad_frames, flow.lookahead,
                                  self._plan.chunk_frames)
             _trace(item, frames, slack_s, "alone, side by side, %d parts", len(parts))
@@ -433,24 +436,21 @@ class PiperAcousticStage(Stage):
                len(cut) - 1)
         return Parts([wave, *cut[1:]], words())
 
-    def _goes_side_by_side(self, voice: PiperVoiceModel, item: StageItem) -> bool:
-        """Whether a segment that starts alone decodes its rest side by side
-        (`side_by_side`): unseeded (a seeded request's windows must not depend on the
-        load), with the flow stream."""
+    def _flow_stream(self, voice: PiperVoiceModel) -> StreamingFlow | None:
+        """The voice's flow stream where segments use it (`stream_flow`), else None."""
         frames = voice.graph.frames
-        return (self._family.settings.side_by_side and self._family.settings.stream_flow
-                and not item.request.seeded and frames is not None
-                and frames.stream_flow is not None)
+        if not self._family.settings.stream_flow or frames is None:
+            return None
+        return frames.stream_flow
 
     def _cut(self, values: list[np.ndarray], windows: list[tuple[int, int, int, int]],
              voice: PiperVoiceModel) -> list[CutWindow]:
         """Each window's `DecodeWindow` from a row's flow inputs (`decode.cut_window`); or,
         where the segment has several windows and the voice's flow streams (`stream_flow`),
         `StreamWindow`s, whose flow runs each frame once."""
-        frames = voice.graph.frames
-        if (len(windows) > 1 and self._family.settings.stream_flow and frames is not None
-                and frames.stream_flow is not None):
-            return [*stream_windows(values, windows, frames.stream_flow.lookahead)]
+        flow = self._flow_stream(voice)
+        if len(windows) > 1 and flow is not None:
+            return [*stream_windows(values, windows, flow.lookahead)]
         return [cut_window(values, w, self._plan.flow_pad_frames) for w in windows]
 
     def _heads_then_rest(self, graph: RewrittenGraph, windows: list[CutWindow], heads: int,
