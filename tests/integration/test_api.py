@@ -6,12 +6,12 @@ import base64
 import io
 import json
 import logging
-import time
 
 import av
 import httpx
 import pytest
 import soundfile as sf
+from access_log import access_lines
 
 pytestmark = pytest.mark.integration
 
@@ -307,18 +307,6 @@ def test_item1_openai_client_streaming_response_gets_audio_before_synthesis_ends
 
 
 # ---- Issue 8, item 5: request ids and the access line -----------------------------------------
-
-def access_lines(caplog, request_id: str, timeout_s: float = 10.0) -> list:
-    """The ``voxflow.access`` records of `request_id` (written when the response is over, which
-    the client may see a moment before the server logs it)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = [r for r in caplog.records
-                 if r.name == "voxflow.access" and r.request_id == request_id]
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.02)
-
 
 def test_item5_every_response_carries_x_request_id(joe_server):
     url = joe_server.url

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import soundfile as sf
+from access_log import access_lines
 from conftest import LiveServer, start_server
 
 from voxflow.api_keys import ENV_VAR
@@ -115,8 +116,7 @@ def test_no_key_shows_in_answers_or_in_the_log(keyed_server, caplog) -> None:
             assert secret not in text
     assert any("refused POST /v1/audio/speech: invalid_api_key" in r.getMessage()
                for r in caplog.records)
-    assert any("status=401" in r.getMessage() for r in caplog.records
-               if r.name == "voxflow.access")
+    assert access_lines(caplog, where=lambda r: "status=401" in r.getMessage())
     for secret in (*KEYS, attempt):
         assert secret not in caplog.text
 

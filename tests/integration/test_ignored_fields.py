@@ -8,6 +8,7 @@ import logging
 
 import httpx
 import pytest
+from access_log import access_lines
 
 pytestmark = pytest.mark.integration
 
@@ -22,16 +23,16 @@ def speak(url: str, body: dict) -> httpx.Response:
 def test_unknown_fields_and_instructions_are_ignored_and_named(joe_server, caplog) -> None:
     plain = speak(joe_server.url, GOOD)
     assert plain.status_code == 200 and "x-voxflow-ignored" not in plain.headers
-    with caplog.at_level(logging.INFO, logger="voxflow.access"):
-        extras = speak(joe_server.url, {**GOOD, "backend": "openai", "temperature": 0.3,
-                                        "instructions": "Speak in a cheerful tone."})
+    caplog.set_level(logging.INFO, logger="voxflow.access")
+    extras = speak(joe_server.url, {**GOOD, "backend": "openai", "temperature": 0.3,
+                                    "instructions": "Speak in a cheerful tone."})
     assert extras.status_code == 200, extras.text
     assert extras.headers["x-voxflow-ignored"] == "backend, temperature, instructions"
     assert extras.headers["x-voxflow-instructions"] == "ignored"  # Piper has no style prompt
     assert "x-voxflow-instructions" not in plain.headers
     assert extras.content == plain.content and len(plain.content) > 10_000
-    lines = [r.getMessage() for r in caplog.records if r.name == "voxflow.access"]
-    assert any(" ignored=backend,temperature,instructions client=" in line for line in lines)
+    (line,) = access_lines(caplog, extras.headers["x-request-id"])
+    assert " ignored=backend,temperature,instructions client=" in line.getMessage()
 
 
 def test_streamed_and_sse_responses_carry_the_header(joe_server) -> None:

@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 import pytest
 import soxr
+from access_log import access_lines
 from conftest import LiveServer, data_file
 from stream_client import StreamClient, config
 
@@ -324,11 +325,7 @@ def test_the_session_id_is_the_handshake_request_id_and_logged(joe_server, caplo
         client.send({"type": "end"})
         got = client.finish()
     assert got.events[0]["request_id"] == "ws-trace-7"
-    deadline = time.monotonic() + 10
-    while not [r for r in caplog.records if getattr(r, "request_id", "") == "ws-trace-7"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    record = next(r for r in caplog.records if getattr(r, "request_id", "") == "ws-trace-7")
+    (record,) = access_lines(caplog, "ws-trace-7")
     assert (record.status, record.model, record.chars, record.complete) == (200, "piper", 15,
                                                                             True)
     assert record.audio_s == round(len(got.audio) / 2 / RATE, 3)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import io
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import httpx
 import pytest
 import soundfile as sf
 import word_events
+from access_log import access_lines
 from conftest import LiveServer, start_server
 from word_events import TEXT, WORDS, check_words
 
@@ -140,12 +140,6 @@ def test_json_route_leaves_an_access_line(joe_server, caplog):
     r = httpx.post(f"{joe_server.url}/v1/audio/speech/timestamps", json=payload, timeout=120,
                    headers={"X-Request-Id": "timestamps-trace-1"})
     assert r.status_code == 200 and r.headers["x-request-id"] == "timestamps-trace-1"
-    deadline = time.monotonic() + 10
-    lines: list = []
-    while not lines and time.monotonic() < deadline:
-        lines = [rec for rec in caplog.records
-                 if rec.name == "voxflow.access" and rec.request_id == "timestamps-trace-1"]
-        time.sleep(0.02)
-    (line,) = lines
+    (line,) = access_lines(caplog, "timestamps-trace-1")
     assert (line.status, line.model, line.voice, line.stream) == (200, "piper", "joe", False)
     assert line.audio_s == pytest.approx(r.json()["duration"], abs=1e-3)
