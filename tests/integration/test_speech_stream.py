@@ -134,6 +134,8 @@ def test_a_client_leaving_mid_utterance_cancels_its_work_and_frees_everything(jo
         inflight.append(joe_server.metric("voxflow_inflight_requests"))
         time.sleep(0.01)
     assert max(inflight) == 1
+    at_close = sum(joe_server.metric("voxflow_requests_total", {"model": "piper", "status": s})
+                   for s in ("ok", "cancelled", "error", "timeout")) - requests_before
     client.close()
     wait_all_zero(joe_server)
     requests = sum(joe_server.metric("voxflow_requests_total", {"model": "piper", "status": s})
@@ -141,7 +143,9 @@ def test_a_client_leaving_mid_utterance_cancels_its_work_and_frees_everything(jo
     cancelled = joe_server.metric("voxflow_cancellations_total",
                                   {"model": "piper", "reason": "client"}) - cancelled_before
     assert cancelled == 1  # the sentence being spoken
-    assert 1 <= requests <= 2  # the other 28+ sentences were never submitted
+    # At most the sentence being spoken and one more started since the count above: the other
+    # 25+ sentences were never submitted (on a loaded host a few finish before the close).
+    assert 1 <= requests <= at_close + 2 and requests <= 5
 
 
 BAD = [
