@@ -202,3 +202,41 @@ def test_full_quota_is_507_in_openai_shape(tiny_voice_dir: Path, tmp_path: Path)
         assert failed["error"]["code"] == "quota_exceeded"
     finally:
         live.stop()
+
+
+def test_list_is_newest_first_in_the_job_shape_and_filters_by_state(
+        tiny_voice_dir: Path, tmp_path: Path) -> None:
+    live = start_server(tiny_overrides(tiny_voice_dir, tmp_path, max_jobs=5))
+    try:
+        jobs_url = f"{live.url}/v1/audio/jobs"
+        assert httpx.get(jobs_url).json() == {"object": "list", "data": []}
+        first = create(live.url).json()["id"]
+        wait_done(live.url, first)
+        second = create(live.url, input="Another text to read.").json()["id"]
+        wait_done(live.url, second)
+        listed = httpx.get(jobs_url)
+        assert listed.status_code == 200
+        assert listed.json() == {"object": "list", "data": [
+            httpx.get(f"{jobs_url}/{j}").json() for j in (second, first)]}
+        assert [v["id"] for v in httpx.get(jobs_url, params={"state": "done"}).json()["data"]
+                ] == [second, first]
+        # a long job: not done while the list is read at once
+        running = create(live.url, input="A sentence to read. " * 90).json()["id"]
+        assert [v["id"] for v in httpx.get(jobs_url).json()["data"]] == [running, second, first]
+        assert [v["id"] for v in httpx.get(jobs_url, params={"state": "done"}).json()["data"]
+                ] == [second, first]
+        for state in ("failed", "cancelled"):
+            assert httpx.get(jobs_url, params={"state": state}).json()["data"] == []
+        for bad in ("finished", "DONE", ""):
+            r = httpx.get(jobs_url, params={"state": bad})
+            assert r.status_code == 400, r.text
+            error = r.json()["error"]
+            assert set(error) == {"message", "type", "param", "code"}
+            assert (error["param"], error["code"]) == ("state", "invalid_state")
+            assert error["message"] == (f"Unknown job state '{bad}'; the states are queued, "
+                                        "running, done, failed, cancelled.")
+        for j in (running, second, first):
+            assert httpx.delete(f"{jobs_url}/{j}").status_code == 200
+        assert httpx.get(jobs_url).json()["data"] == []
+    finally:
+        live.stop()

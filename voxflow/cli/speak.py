@@ -21,6 +21,7 @@ from voxflow.audio.rates import NATIVE, RequestedRate, check_requested_rate, del
 from voxflow.audio.resample import resample
 from voxflow.audio.stream import StreamEncoder
 from voxflow.cli.common import CliError, load_cli_settings, only_model
+from voxflow.cli.lexicon import SpeakLexicon, speak_lexicon
 from voxflow.config import Settings
 from voxflow.engine.checks import check_seed, check_speed
 from voxflow.engine.engine import Engine
@@ -87,6 +88,12 @@ def add_speak(commands, common: argparse.ArgumentParser) -> None:
         "decided from the text among the voice's languages)",
     )
     p.add_argument("--seed", type=int, help="seed for reproducible audio (same bytes every run)")
+    p.add_argument(
+        "--lexicon", metavar="NAME_OR_FILE",
+        help="pronunciation lexicon, as the API's `lexicon`: a saved one's name (from "
+        "server.lexicons_dir) or a lexicon file (.json entries or a .pls PLS file); '' for "
+        "none (default: the voice's or model's configured lexicon, if any)",
+    )
     p.add_argument(
         "--progress", action=argparse.BooleanOptionalAction, default=None,
         help="show a progress bar on stderr (default: when stderr is a terminal)",
@@ -374,9 +381,11 @@ async def _start_engine(settings: Settings) -> tuple[Engine, float]:
 
 
 async def synthesize(
-    settings: Settings, args: argparse.Namespace, text: str, output: AudioOutput, progress: bool
+    settings: Settings, args: argparse.Namespace, text: str, output: AudioOutput, progress: bool,
+    lexicon: SpeakLexicon | None = None,
 ) -> SpeakResult:
-    """Start an engine for `settings`, synthesize `text` into `output`, stop the engine.
+    """Start an engine for `settings`, synthesize `text` into `output` (read with `lexicon`,
+    ``--lexicon``'s; None: the configured default), stop the engine.
 
     Raises:
         CliError: a model fails to load (exit 1), the request is rejected (unknown voice,
@@ -385,11 +394,14 @@ async def synthesize(
     model = settings.models[0].name  # only_model kept just --model's (an alias names it too)
     engine, load_s = await _start_engine(settings)
     try:
+        if lexicon is not None:
+            lexicon.install(engine)
         voice = args.voice or engine.family(model).default_voice
         print(f"loaded model {model} in {load_s:.2f} s", file=sys.stderr)
         request = SpeechRequest(
             model, text, voice, speed=args.speed, seed=args.seed,
             language=getattr(args, "language", None),
+            lexicon=None if lexicon is None else lexicon.name,
             streamed=output.streaming,  # a whole file needs no audio early
         )
         t0 = time.perf_counter()
@@ -412,13 +424,14 @@ def cmd_speak(args: argparse.Namespace) -> int:
     check_request(args, fmt)
     text = read_text(args.text, args.file)
     settings = only_model(load_cli_settings(args, before=SPEAK_DEFAULTS), args.model)
+    lexicon = speak_lexicon(getattr(args, "lexicon", None), settings)  # before the model loads
     configure_logging("info" if args.verbose else "warning", tracebacks=args.verbose)
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
     if getattr(args, "long", False):
-        return _speak_long(settings, args, text, fmt, progress)
+        return _speak_long(settings, args, text, fmt, progress, lexicon)
     output = AudioOutput(args.output, fmt, getattr(args, "sample_rate", None))
     try:
-        result = asyncio.run(synthesize(settings, args, text, output, progress))
+        result = asyncio.run(synthesize(settings, args, text, output, progress, lexicon))
         output.finish(result.sample_rate, result.note)
     except BaseException:
         output.abort()
@@ -439,10 +452,10 @@ def cmd_speak(args: argparse.Namespace) -> int:
 
 
 def _speak_long(settings: Settings, args: argparse.Namespace, text: str, fmt: str,
-                progress: bool) -> int:
+                progress: bool, lexicon: SpeakLexicon | None) -> int:
     """`speak --long` (`voxflow.cli.speak_long`)."""
     from voxflow.cli.speak_long import run_long  # noqa: PLC0415 (only --long needs it)
 
-    audio_s, synth_s = asyncio.run(run_long(settings, args, text, fmt, progress))
+    audio_s, synth_s = asyncio.run(run_long(settings, args, text, fmt, progress, lexicon))
     print(f"wrote {args.output}: {audio_s:.2f} s of audio in {synth_s:.2f} s", file=sys.stderr)
     return 0

@@ -17,6 +17,7 @@ from tqdm import tqdm
 from voxflow.audio.encode import encode_audio
 from voxflow.audio.rates import delivered_rate
 from voxflow.cli.common import CliError
+from voxflow.cli.lexicon import SpeakLexicon
 from voxflow.config import Settings
 from voxflow.engine.request import SpeechRequest
 from voxflow.errors import VoxflowError
@@ -64,9 +65,10 @@ def open_job(root: Path, text: str, options: dict, segment_chars: int) -> JobFil
 
 
 async def run_long(settings: Settings, args: argparse.Namespace, text: str, fmt: str,
-                   progress: bool) -> tuple[float, float]:
-    """Synthesize `text` as a job into ``args.output``; returns (audio seconds, synthesis
-    seconds). The job folder is removed once the file is written.
+                   progress: bool, lexicon: SpeakLexicon | None = None) -> tuple[float, float]:
+    """Synthesize `text` as a job into ``args.output`` (read with `lexicon`, ``--lexicon``'s;
+    None: the configured default); returns (audio seconds, synthesis seconds). The job folder
+    is removed once the file is written.
 
     Raises:
         CliError: bad text or options (exit 2), a failed segment (exit 1).
@@ -76,14 +78,20 @@ async def run_long(settings: Settings, args: argparse.Namespace, text: str, fmt:
     model = settings.models[0].name
     engine, load_s = await _start_engine(settings)
     try:
+        if lexicon is not None:
+            lexicon.install(engine)
         sample = engine.resolve(SpeechRequest(
             model, text[:200], args.voice or engine.family(model).default_voice, args.speed,
-            args.seed, language=args.language))
+            args.seed, language=args.language,
+            lexicon=None if lexicon is None else lexicon.name))
+        engine.prepare(sample)  # as POST /v1/audio/jobs: bad options (a lexicon's) fail here
         model, voice = sample.model, sample.voice  # aliases resolved
         options = {"timestamps": times_words(engine, sample), "model": model,
                    "voice": voice, "speed": args.speed, "seed": args.seed,
                    "language": args.language, "instructions": None,
                    "response_format": fmt, "sample_rate": args.sample_rate}
+        if lexicon is not None:  # its version too: a changed lexicon is another job
+            options |= {"lexicon": lexicon.name, "lexicon_version": lexicon.version}
         job = open_job(job_dir(args), text, options, settings.jobs.segment_chars)
         if job.done:
             print(f"resuming: {len(job.done)} segments already done", file=sys.stderr)

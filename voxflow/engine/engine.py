@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from voxflow.atomic_files import data_home
 from voxflow.config import ConfigError, Settings
 from voxflow.engine.admission import Admission
 from voxflow.engine.aliases import Aliases
@@ -48,7 +47,7 @@ from voxflow.errors import (
     ShuttingDownError,
     echo,
 )
-from voxflow.lexicons.store import LexiconFileError, LexiconStore
+from voxflow.lexicons.store import LexiconFileError, LexiconStore, lexicons_directory
 from voxflow.memory_budget import BUDGET
 from voxflow.memory_gate import GATE
 from voxflow.models.base import ModelFamily
@@ -127,9 +126,8 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._promotion_refused = False  # said once in the log (`_bulk_promotion`)
         self.aliases = Aliases.from_settings(settings)
-        lexicons_dir = settings.server.lexicons_dir or data_home() / "lexicons"
         try:
-            store = LexiconStore(lexicons_dir)
+            store = LexiconStore(lexicons_directory(settings.server.lexicons_dir))
         except LexiconFileError as exc:
             raise ConfigError(str(exc)) from exc
         self.lexicons = RequestLexicons(store, settings)  # pronunciation lexicons (issue 44)

@@ -98,6 +98,7 @@ async def synthesize_segment(engine: Engine, job: JobFiles, chapter: int, segmen
         opts["model"], text, opts["voice"], opts["speed"],
         segment_seed(opts["seed"], chapter, segment), language=opts.get("language"),
         instructions=opts.get("instructions") or None, timestamps=timed,
+        lexicon=opts.get("lexicon"),
     )
     while True:
         await wait_for_idle(engine)

@@ -80,7 +80,8 @@ class JobFiles:
     Attributes:
         root: the job's folder.
         options: the speech options (`model`, `voice`, `response_format`, `speed`, `seed`,
-            `sample_rate`, `instructions`, `language`); `seed` always set (drawn at creation).
+            `sample_rate`, `instructions`, `language`, and `lexicon` where one is named);
+            `seed` always set (drawn at creation).
         chapters: the plan.
         state, error: see `STATES`; `error` the OpenAI error dict of a failed job.
         sample_rate: the model's rate in Hz once the first segment is done, else None.

@@ -5,6 +5,9 @@ disk as its canonical JSON (`Lexicon.canonical`), written with `voxflow.atomic_f
 so a file is whole or absent; a restart reads the folder back (temporary files a crash left are
 removed first). Names follow the saved-voice rule (`voxflow.atomic_files.name_problem`).
 
+`hold` serves a lexicon from memory only, never written (`voxflow speak --lexicon FILE`: a
+file's lexicon applied as a saved one is, under the file's path as its name).
+
 Each lexicon has a `version` (sha256 of its canonical JSON). Whoever keeps results that depend
 on a lexicon (an audio cache) registers a listener (`add_listener`): it is called with
 ``(name, version)`` after a lexicon is stored and ``(name, None)`` after one is deleted.
@@ -21,17 +24,29 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from voxflow.atomic_files import clean_temporary_files, delete_file, name_problem, write_atomic
+from voxflow.atomic_files import (
+    clean_temporary_files,
+    data_home,
+    delete_file,
+    name_problem,
+    write_atomic,
+)
 from voxflow.errors import InvalidRequestError
 from voxflow.lexicons.lexicon import Lexicon, parse_lexicon
 
-__all__ = ["SUFFIX", "LexiconFileError", "LexiconStore", "Listener"]
+__all__ = ["SUFFIX", "LexiconFileError", "LexiconStore", "Listener", "lexicons_directory"]
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".json"
 Listener = Callable[[str, str | None], None]
 """Called as ``listener(name, version)``; version None: the lexicon was deleted."""
+
+
+def lexicons_directory(configured: Path | None) -> Path:
+    """The saved lexicons' folder: `configured` (``server.lexicons_dir``), else
+    ``$XDG_DATA_HOME/voxflow/lexicons``."""
+    return configured or data_home() / "lexicons"
 
 
 class LexiconFileError(ValueError):
@@ -112,6 +127,13 @@ class LexiconStore:
                  "created" if created else "replaced", len(lexicon.entries), lexicon.version[:12])
         self._tell(name, lexicon.version)
         return created
+
+    def hold(self, name: str, lexicon: Lexicon) -> None:
+        """Serve `lexicon` as `name` from memory only (module docstring): nothing is written,
+        it is gone with the process, and listeners are not told. `name` may be any string
+        (a file's path): it never names a file here."""
+        with self._lock:
+            self._lexicons[name] = lexicon
 
     def delete(self, name: str) -> bool:
         """Remove the lexicon `name` from disk and memory; False when there was none.

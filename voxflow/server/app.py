@@ -69,6 +69,7 @@ from voxflow.server.jobs import (
     get_job,
     get_job_audio,
     get_job_captions,
+    list_jobs,
 )
 from voxflow.server.lexicons import delete_lexicon, get_lexicon, list_lexicons, put_lexicon
 from voxflow.server.listings import audio_models_list, models_list, voices_list
@@ -180,6 +181,10 @@ def install_job_routes(app: FastAPI) -> None:
     app.add_api_route(
         "/v1/audio/jobs", create_job, methods=["POST"], summary="Create a long-form job",
         status_code=201, responses=error_responses(400, 404, 413, 429, 503, 507),
+    )
+    app.add_api_route(
+        "/v1/audio/jobs", list_jobs, methods=["GET"], summary="The jobs, newest first",
+        responses=error_responses(400),
     )
     app.add_api_route(
         "/v1/audio/jobs/{job_id}", get_job, methods=["GET"], summary="A job's state",

@@ -2,6 +2,7 @@
 
 - ``POST /v1/audio/jobs``: a job from text or Markdown (chapters at headings) and the speech
   options; 201 with the job at once.
+- ``GET /v1/audio/jobs``: the kept jobs, newest first (``?state=`` keeps those in one state).
 - ``GET /v1/audio/jobs/{job_id}``: its state and progress.
 - ``GET /v1/audio/jobs/{job_id}/audio``: the audio of a finished job in its format, whole or
   one chapter (``?chapter=N``).
@@ -24,11 +25,11 @@ from voxflow.audio.formats import content_type
 from voxflow.audio.rates import check_requested_rate, delivered_rate
 from voxflow.engine.engine import Engine
 from voxflow.engine.request import SpeechRequest
-from voxflow.errors import ConflictError, InvalidRequestError
+from voxflow.errors import ConflictError, InvalidRequestError, echo
 from voxflow.jobs.captions import CaptionWord, webvtt
 from voxflow.jobs.manager import JobManager
 from voxflow.jobs.runner import times_words
-from voxflow.jobs.store import JobFiles
+from voxflow.jobs.store import STATES, JobFiles
 from voxflow.server.schemas import SpeechOptions
 
 
@@ -95,6 +96,22 @@ async def create_job(body: JobBody, request: Request) -> JSONResponse:
                "response_format": body.response_format, "sample_rate": body.sample_rate}
     job = manager.create(body.input, options)
     return JSONResponse(job_view(job, manager), status_code=201)
+
+
+async def list_jobs(request: Request, state: str | None = None) -> dict:
+    """``GET /v1/audio/jobs``: ``{"object": "list", "data": [view, ...]}``, each job as
+    `get_job` shows it, newest first; ``?state=`` keeps the jobs in that state (one of
+    `STATES`). 400 ``invalid_state`` (param ``state``) for any other state."""
+    if state is not None and state not in STATES:
+        raise InvalidRequestError(
+            f"Unknown job state {echo(state)}; the states are {', '.join(STATES)}.",
+            param="state", code="invalid_state")
+    manager = _manager(request)
+    # newest first; the dict is in creation order, so equal clocks keep the later job first
+    jobs = sorted(reversed(manager.jobs.values()), key=lambda j: j.created, reverse=True)
+    return {"object": "list",
+            "data": [job_view(job, manager) for job in jobs
+                     if state is None or job.state == state]}
 
 
 async def get_job(job_id: str, request: Request) -> dict:
@@ -165,4 +182,4 @@ async def delete_job(job_id: str, request: Request) -> dict:
 
 
 __all__ = ["JobBody", "create_job", "delete_job", "get_job", "get_job_audio",
-           "get_job_captions", "job_captions", "job_view"]
+           "get_job_captions", "job_captions", "job_view", "list_jobs"]
