@@ -128,6 +128,7 @@ def test_oversized_job_is_413(server: LiveServer) -> None:
     ({"stream": True}, 400, "stream"),
     ({"seed": -1}, 400, "seed"),
     ({"input": 5}, 400, "input"),
+    ({"lexicon": "nowhere"}, 400, "lexicon"),
 ])
 def test_bad_options_are_4xx(server: LiveServer, body: dict, status: int, param: str) -> None:
     r = create(server.url, **body)

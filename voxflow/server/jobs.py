@@ -86,13 +86,14 @@ async def create_job(body: JobBody, request: Request) -> JSONResponse:
     check_requested_rate(body.response_format, body.sample_rate)
     # the engine's own checks (model, voice, speed, seed, language) on a sample of the text
     sample = SpeechRequest(body.model, body.input[:200], body.voice_id, body.speed, body.seed,
-                           language=body.language, instructions=body.instructions or None)
+                           language=body.language, instructions=body.instructions or None,
+                           lexicon=body.lexicon)
     resolved = engine.resolve(sample)
     engine.prepare(resolved)
     options = {"timestamps": times_words(engine, resolved), "model": resolved.model,
                "voice": resolved.voice, "speed": body.speed,
                "seed": body.seed, "language": body.language,
-               "instructions": body.instructions or None,
+               "instructions": body.instructions or None, "lexicon": body.lexicon,
                "response_format": body.response_format, "sample_rate": body.sample_rate}
     job = manager.create(body.input, options)
     return JSONResponse(job_view(job, manager), status_code=201)
