@@ -235,3 +235,54 @@ def test_built_on_meta_then_loaded_with_assign_matches_full_speech(fx: dict[str,
     assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()])
     speech, _ = model.inference(fx["in.mel"][:, :, :20], finalize=False)
     assert max_diff(speech, fx["stream.T20.speech"]) <= VOCODER
+
+
+def windowed_and_whole(model: Any, mel: Any, bounds: list[tuple[int, int, bool]]
+                       ) -> tuple[list[Any], list[Any]]:
+    """The pieces of a `HiFTStream` pushed `bounds`, and the reference's pieces: HiFT rerun on
+    the whole accumulated mel at each push, new samples only."""
+    stream = HiFTStream(model)
+    pieces = [stream.push(mel[:, :, a:b], finalize=final) for a, b, final in bounds]
+    whole, emitted = [], 0
+    for _, b, final in bounds:
+        speech, _ = model.inference(mel[:, :, :b], finalize=final)
+        whole.append(speech[:, emitted:])
+        emitted = speech.shape[-1]
+    return pieces, whole
+
+
+def test_windowed_stream_equals_rerunning_the_whole_mel_over_a_long_stream(
+    hift: Any, fx: dict[str, Any]
+) -> None:
+    # 10 s of mel, pushed in hops up to 60 frames: windows start from the 3rd push on.
+    from voxflow.models.cosyvoice3.noise import extend_sine_waves
+
+    hift.set_sine_waves(extend_sine_waves(fx["buf.sine_waves_prefix"], 12 * 24000))
+    try:
+        generator = torch.Generator().manual_seed(5)
+        mel = torch.randn(1, 80, 500, generator=generator) * 2 - 5
+        edges = [0, 16, 36, 76, 136, 196, 256, 316, 376, 436, 500]
+        bounds = [(a, b, b == 500) for a, b in zip(edges, edges[1:], strict=False)]
+        pieces, whole = windowed_and_whole(hift, mel, bounds)
+    finally:
+        hift.set_sine_waves(fx["buf.sine_waves_prefix"])
+    assert [p.shape[-1] for p in pieces] == [w.shape[-1] for w in whole]
+    assert sum(p.shape[-1] for p in pieces) == 500 * 480
+    for piece, ref in zip(pieces, whole, strict=True):
+        assert max_diff(piece, ref) <= 1e-5
+
+
+def test_windowed_stream_full_size_random_weights() -> None:
+    # The full-size widths (512 channels) with random weights: the receptive field, and so the
+    # window's context, does not depend on the width, only on the kernels and rates.
+    from voxflow.models.cosyvoice3.hift import DECODER_CONTEXT_FRAMES
+
+    torch.manual_seed(0)
+    model = CausalHiFTGenerator(HiFTConfig()).eval()
+    model.set_sine_waves(torch.rand(1, 150 * 480, 9, generator=torch.Generator().manual_seed(1)))
+    mel = torch.randn(1, 80, 150, generator=torch.Generator().manual_seed(2)) - 4
+    bounds = [(0, 60, False), (60, 110, False), (110, 150, True)]
+    pieces, whole = windowed_and_whole(model, mel, bounds)
+    assert DECODER_CONTEXT_FRAMES < 60 - 8  # the 2nd and 3rd pushes run on windows
+    for piece, ref in zip(pieces, whole, strict=True):
+        assert piece.shape == ref.shape and max_diff(piece, ref) <= 1e-5

@@ -168,7 +168,7 @@ def test_flow_and_hift_are_called_as_the_trace_says(flow: Any, hift: Any, prompt
     seen: list[tuple[Any, ...]] = []
     planned: list[tuple[int, bool]] = []
     conditioning, decoder_forward = flow.conditioning, flow.decoder.forward
-    hift_inference = hift.inference
+    hift_decode = hift.decode
 
     def conditioning_spy(token: Any, *args: Any) -> Any:
         planned.append((token.shape[1], args[-1]))
@@ -181,18 +181,20 @@ def test_flow_and_hift_are_called_as_the_trace_says(flow: Any, hift: Any, prompt
         seen.append(("flow", n, streaming, finalize, frames))
         return out
 
-    def hift_spy(mel: Any, finalize: bool = True) -> Any:
-        out = hift_inference(mel, finalize=finalize)
-        seen.append(("hift", mel.shape[-1], finalize, out[0].shape[-1]))
+    def hift_spy(mel: Any, source: Any, finalize: bool = True) -> Any:
+        out = hift_decode(mel, source, finalize=finalize)
+        seen.append(("hift", mel.shape[-1], finalize, out.shape[-1]))
         return out
 
     monkeypatch.setattr(flow, "conditioning", conditioning_spy)
     monkeypatch.setattr(flow.decoder, "forward", decoder_spy)
-    monkeypatch.setattr(hift, "inference", hift_spy)
+    monkeypatch.setattr(hift, "decode", hift_spy)
     run(flow, hift, prompt, trace["script_tokens"], mode="streaming")
+    # HiFT's decoder gets a streamed call's mel without the F0's 3 lookahead frames; these
+    # streams are too short for a window (`hift.DECODER_CONTEXT_FRAMES`): it starts at frame 0.
     assert seen == [
-        ("flow", 11, True, False, 16), ("hift", 16, False, 480 * 8),
-        ("flow", 21, True, False, 36), ("hift", 36, False, 480 * 28),
+        ("flow", 11, True, False, 16), ("hift", 13, False, 480 * 8),
+        ("flow", 21, True, False, 36), ("hift", 33, False, 480 * 28),
         ("flow", 37, False, True, 74), ("hift", 74, True, 480 * 74),
     ]
     seen.clear()

@@ -13,7 +13,8 @@ mel [B, 80, T] float32 (ln-magnitude, 50 fps) → speech [B, 480·T] float32 in 
 Every conv is causal (left zero padding (k−1)·d) except conv_pre (4 frames of lookahead) and the
 F0 predictor's first conv (3 frames). Streaming (`finalize=False`, the whole accumulated mel of T
 frames) therefore holds back 8 frames: it emits samples [0, 480·(T−8)), a prefix of the final
-output (spec §7 "Streaming"). C is `base_channels`: 512 full size, 32 tiny.
+output (spec §7 "Streaming"). `HiFTStream` gets the same samples from a window of the mel, at a
+cost that does not grow with the stream. C is `base_channels`: 512 full size, 32 tiny.
 
 State dict: the reference's 328 keys (spec §3), in its order; weight-normed convs store g and v
 (`*.parametrizations.weight.original{0,1}`), see wnconv.py. The fixed noise buffer `sine_waves`
@@ -329,30 +330,80 @@ class CausalHiFTGenerator(nn.Module):
         return self.config.samples_per_frame * max(frames - held, 0)
 
 
-class HiFTStream:
-    """One request's streamed vocoding: the accumulated mel and the samples already emitted.
+F0_CONTEXT_FRAMES = 8
+"""Mel frames left of an F0 frame that reach it: condnet.{2,4,6,8}, four k3 convs with 2 frames
+of left padding each (spec §7; condnet.0 looks only right). An F0 predictor run on a window
+gives exact F0 from its 9th frame on."""
 
-    Each `push` appends mel frames, reruns HiFT on the whole accumulated mel (no cache, no
-    crossfade, spec §7 / §9.7) and returns only the new samples. After the final push the
-    pieces concatenate to the final call's output on the whole mel.
+DECODER_CONTEXT_FRAMES = 32
+"""Mel frames a streamed HiFT window reaches back before the first sample it emits.
+
+The decoder's left receptive field, summed over stages at each stage's rate (positions per mel
+frame 8, 40, 120): the causal upsample convs (k 16, 11, 7) and the resblocks (k 11, dilations
+1/3/5 then 1: 12·(k − 1) = 120 positions) reach 135/8 + 130/40 + 126/120 ≈ 21.2 frames, the
+source branch (source_downs k 2u stride u, source resblocks k ≤ 11) less, conv_post (k7) and the
+iSTFT (n_fft 16) a few samples. 32 frames leave a margin over that; a window so started gives
+the whole-mel output up to float rounding (tests/unit/test_cosyvoice3_hift.py)."""
+
+
+class HiFTStream:
+    """One request's streamed vocoding: the accumulated mel, its settled F0 and the samples
+    already emitted (spec §7 "Streaming", §9.7 items 3-4).
+
+    The reference reruns HiFT on the whole accumulated mel at every push, so a long stream costs
+    O(F²). Here each push runs HiFT on a window instead: the F0 predictor on the new frames plus
+    `F0_CONTEXT_FRAMES` (F0 of earlier frames is kept: it never changes once its 3 lookahead
+    frames exist), the source on the window with the phase summed over every frame
+    (`SourceModule.window`), and the decoder from `DECODER_CONTEXT_FRAMES` before the first new
+    sample. The pieces equal the reference's (whole-mel) pieces up to float rounding, and
+    concatenated they are the final call's output on the whole mel.
     """
 
     def __init__(self, hift: CausalHiFTGenerator) -> None:
         self.hift = hift
         self.mel: Tensor | None = None  # [B, 80, F] accumulated
+        self.f0: Tensor | None = None  # [B, settled F0 frames] Hz float32
         self.speech_offset = 0  # samples emitted so far
+        self.window_frames = 0  # mel frames the last push vocoded
         self.finished = False
 
     def push(self, mel: Tensor, finalize: bool) -> Tensor:
-        """Append mel [B, 80, f] and return the new samples [B, n] (n may be 0)."""
+        """Append mel [B, 80, f] and return the new samples [B, n] (n may be 0): a streamed push
+        emits up to 480·(F − 8) samples in all (F accumulated frames), the final one up to
+        480·F.
+
+        Raises:
+            RuntimeError: the stream is already finalized.
+        """
         if self.finished:
             raise RuntimeError("this HiFT stream is already finalized")
         self.mel = mel if self.mel is None else torch.cat([self.mel, mel], dim=-1)
         frames = self.mel.shape[-1]
-        if not finalize and frames < self.hift.config.holdback_frames:
+        c = self.hift.config
+        if not finalize and frames < c.holdback_frames:
             return self.mel.new_zeros(self.mel.shape[0], 0)
-        speech, _ = self.hift.inference(self.mel, finalize=finalize)
-        piece = speech[:, self.speech_offset :]
-        self.speech_offset = speech.shape[-1]
+        with torch.inference_mode():
+            f0 = self._settle_f0(finalize)
+            spf = c.samples_per_frame
+            start = max(0, self.speech_offset // spf - DECODER_CONTEXT_FRAMES)
+            source = self.hift.m_source.window(f0, start)  # [B, 1, 480·(F0 frames − start)]
+            end = frames if finalize else frames - F0_LOOKAHEAD
+            window = self.mel[:, :, start:end].to(torch.float32)
+            speech = self.hift.decode(window, source, finalize=finalize)
+        self.window_frames = window.shape[-1] + (0 if finalize else F0_LOOKAHEAD)
+        piece = speech[:, self.speech_offset - start * spf :]
+        self.speech_offset = start * spf + speech.shape[-1]
         self.finished = finalize
         return piece
+
+    def _settle_f0(self, finalize: bool) -> Tensor:
+        """F0 [B, F − 3] (streamed) or [B, F] (final) Hz float32: the frames settled before,
+        then the predictor's on a window that reaches `F0_CONTEXT_FRAMES` back."""
+        assert self.mel is not None
+        settled = 0 if self.f0 is None else self.f0.shape[1]
+        first = max(0, settled - F0_CONTEXT_FRAMES)
+        new = self.hift.f0_predictor(self.mel[:, :, first:].to(torch.float32),
+                                     finalize=finalize).to(torch.float32)
+        new = new[:, settled - first :]
+        self.f0 = new if self.f0 is None else torch.cat([self.f0, new], dim=1)
+        return self.f0

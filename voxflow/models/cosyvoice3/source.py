@@ -67,7 +67,21 @@ class SourceModule(nn.Module):
 
     def forward(self, f0: Tensor) -> Tensor:
         """f0 [B, T] Hz float32 → s [B, 1, 480·T] float32."""
+        return self.window(f0, 0)
+
+    def window(self, f0: Tensor, start: int) -> Tensor:
+        """The source of frames [start, T) only: f0 [B, T] Hz float32 (every frame from 0: the
+        phase is a cumulative sum over all of them) → s [B, 1, 480·(T − start)] float32, equal
+        bit for bit to ``forward(f0)[:, :, 480·start:]`` (the same cumulative sum, sliced after;
+        the noise read from sample 480·start). The frame-rate phase sum is the only work done
+        for frames before `start`: a streamed HiFT window (`HiFTStream`) costs its own length.
+
+        Raises:
+            ValueError: `start` outside [0, T], or more samples than `sine_waves` holds.
+        """
         b, t = f0.shape
+        if not 0 <= start <= t:
+            raise ValueError(f"window start {start} is outside [0, {t}] frames")
         n = t * self.samples_per_frame
         if n > self.sine_waves.shape[1]:
             raise ValueError(
@@ -77,15 +91,15 @@ class SourceModule(nn.Module):
         harmonics = torch.arange(1, self.dim + 1, dtype=f0.dtype, device=f0.device)
         fn = f0.unsqueeze(-1) * harmonics  # [B, T, 9] Hz
         rad = (fn / self.sampling_rate) % 1  # [B, T, 9] cycles per sample, one value per frame
-        phase = torch.cumsum(rad, dim=1) * 2 * math.pi  # [B, T, 9]
+        phase = torch.cumsum(rad, dim=1)[:, start:] * 2 * math.pi  # [B, T − start, 9]
         phase = phase * self.samples_per_frame  # rad at each frame's first sample
         phase = phase.repeat_interleave(self.samples_per_frame, dim=1)  # [B, L, 9]
         sines = torch.sin(phase) * self.sine_amp
 
-        f0_up = f0.repeat_interleave(self.samples_per_frame, dim=1).unsqueeze(-1)  # [B, L, 1]
-        uv = (f0_up > self.voiced_threshold).to(torch.float32)
+        f0_up = f0[:, start:].repeat_interleave(self.samples_per_frame, dim=1).unsqueeze(-1)
+        uv = (f0_up > self.voiced_threshold).to(torch.float32)  # [B, L, 1]
         noise_amp = uv * self.noise_std + (1 - uv) * self.sine_amp / 3
-        noise = noise_amp * self.sine_waves[:, :n]  # [B, L, 9]
+        noise = noise_amp * self.sine_waves[:, start * self.samples_per_frame : n]  # [B, L, 9]
         excitation = sines * uv + noise
         s = torch.tanh(self.l_linear(excitation))  # [B, L, 1]
         return s.transpose(1, 2)  # [B, 1, L]

@@ -9,8 +9,10 @@ flag (spec §9.6):
 - **streaming** (`Token2WavSegment(..., mode="streaming")`): tokens arrive one by one (`push`);
   whenever `len(tokens) − offset ≥ this_hop + 3` the flow reruns on the token prefix plus the 3
   lookahead tokens (chunk-causal attention, not final), the new mel frames are appended to
-  `acc_mel` and HiFT reruns on the whole `acc_mel` (not final), emitting up to its 8-frame
-  hold-back. `finish` runs any triggers still met, then the flow on all tokens (final, full
+  `acc_mel` and HiFT runs (not final) on a window of it that reaches back
+  `hift.DECODER_CONTEXT_FRAMES` before its first new sample (the reference reruns the whole
+  `acc_mel`; the pieces agree up to float rounding, `hift.HiFTStream`), emitting up to its
+  8-frame hold-back. `finish` runs any triggers still met, then the flow on all tokens (final, full
   attention) and HiFT final, emitting the rest. See `HopSchedule` for the hop sizes.
 - **offline** (`mode="offline"`, or any speed ≠ 1): `finish` makes one full-attention flow call
   on all tokens, resamples the mel to ⌊F/speed⌋ frames when speed ≠ 1 (`resample_mel`) and makes
@@ -170,7 +172,8 @@ class Token2WavCall:
     already settled before the call; hop: tokens this chunk settles (None for final and offline
     calls); stream: chunk-causal flow attention; finalize: final flow and HiFT call;
     acc_mel_frames: accumulated mel frames after appending (offline: before any speed resample);
-    vocoded_frames: mel frames HiFT ran on; emitted: samples returned by this call;
+    vocoded_frames: mel frames of the window HiFT ran on (`HiFTStream`; the reference's are all
+    of acc_mel); emitted: samples returned by this call;
     speech_offset_after: samples emitted by the segment so far (24 kHz).
     """
 
@@ -394,11 +397,13 @@ class Token2WavSegment:
 
     def _chunk(self, job: Token2WavJob, mel: Tensor) -> Tensor:
         """Spec §9.7 item 3: flow(tokens[:offset + this_hop + 3], streaming, not final); append
-        mel frames [2·offset, end); HiFT on acc_mel, not final; emit the new samples."""
+        mel frames [2·offset, end); HiFT on (a window of) acc_mel, not final; emit the new
+        samples."""
         offset = job.token_offset
         piece = self.stream.push(mel[:, :, self.flow.token_mel_ratio * offset:], finalize=False)
         frames = self._acc_frames()
-        self._record(job.n_tokens, offset, job.hop, True, False, frames, frames, piece)
+        self._record(job.n_tokens, offset, job.hop, True, False, frames,
+                     self.stream.window_frames, piece)
         return piece
 
     def _final(self, job: Token2WavJob, mel: Tensor) -> Tensor:
@@ -407,7 +412,8 @@ class Token2WavSegment:
         offset = job.token_offset
         piece = self.stream.push(mel[:, :, self.flow.token_mel_ratio * offset:], finalize=True)
         frames = self._acc_frames()
-        self._record(job.n_tokens, offset, None, False, True, frames, frames, piece)
+        self._record(job.n_tokens, offset, None, False, True, frames, self.stream.window_frames,
+                     piece)
         return piece
 
     def _offline(self, job: Token2WavJob, mel: Tensor) -> Tensor:
