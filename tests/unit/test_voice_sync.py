@@ -109,8 +109,8 @@ class FakeFamily:
         self.served[name] = voice
         return True
 
-    def drop_shared_voice(self, name: str) -> None:
-        self.served.pop(name, None)
+    def drop_shared_voice(self, name: str) -> bool:
+        return self.served.pop(name, None) is not None
 
 
 def replica(store: FakeStore, family: FakeFamily, changed: list | None = None) -> VoiceSync:

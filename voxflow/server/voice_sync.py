@@ -145,9 +145,9 @@ class SharedVoices(Protocol):
         name is still held by requests (a request never switches voices midway)."""
         ...
 
-    def drop_shared_voice(self, name: str) -> None:
-        """Stop serving saved voice `name` (absent is fine); requests holding it finish with
-        it (event loop)."""
+    def drop_shared_voice(self, name: str) -> bool:
+        """Stop serving saved voice `name`; requests holding it finish with it (event loop).
+        Returns whether it was served here."""
         ...
 
 
@@ -416,7 +416,8 @@ class VoiceSync:
         family = self.families[change.model]
         voice_id = family.shared_voice_id(change.name)
         if change.sha256 is None:
-            family.drop_shared_voice(change.name)
+            if not family.drop_shared_voice(change.name):
+                return True  # never served here (a replica starting, its disk without it)
             log.info("saved voices: %s/%s deleted on another replica", change.model, voice_id)
         elif change.voice is not None:
             if not family.serve_shared_voice(change.name, change.voice):
@@ -565,8 +566,8 @@ async def sharing_voices(state: Any, store: VoiceStore | None,
     sync.attach()
     try:
         applied = await asyncio.to_thread(sync.sync_once)
-        log.info("saved voices shared between replicas (%s; a pass every %g s): %d from the "
-                 "store at start-up", ", ".join(families), interval_s, applied)
+        log.info("saved voices shared between replicas (%s; a pass every %g s): %d change(s) "
+                 "from the store applied at start-up", ", ".join(families), interval_s, applied)
         sync.start()
         state.voice_sync = sync
         yield sync

@@ -300,18 +300,19 @@ class SavedVoices:
             self._serve(vid, voice)
         return True
 
-    def drop_shared_voice(self, name: str) -> None:
-        """Stop serving saved voice `name`, deleted on another replica (event loop; absent is
-        fine; the default voice is kept, with an error logged)."""
+    def drop_shared_voice(self, name: str) -> bool:
+        """Stop serving saved voice `name`, deleted on another replica (event loop; the default
+        voice is kept, with an error logged). Returns whether it was served here."""
         vid = self.shared_voice_id(name)
         with self._voice_lock:
             if vid not in self._saved:
-                return
+                return False
             if vid == self.default_voice:
                 log.error("model %s: voice %s deleted on another replica is the default voice "
                           "here; kept", self.name, vid)
-                return
+                return False
             self._unserve(vid)
+            return True
 
     # ---- helpers -----------------------------------------------------------------------------
     def _family(self) -> str:
