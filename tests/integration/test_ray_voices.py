@@ -192,9 +192,11 @@ def test_a_voice_is_shared_by_every_replica_deleted_everywhere_and_loaded_later(
         assert r.status_code == 400 and r.json()["error"]["code"] == "voice_not_found", r.text
 
     # a replica started later loads what was created before it, and not the deleted voice;
-    # its file is removed from the shared folder first (a new machine's empty disk), so the
-    # new replica can only have it from the store
+    # its file is removed from the shared folder once both replicas wrote it (a new machine's
+    # empty disk), so the new replica can only have it from the store
     assert create(url, "bob").status_code == 200
+    wait_logs(logs, lambda f: any("random-bob from another replica served" in t
+                                  for t in f.values()), SEEN_WITHIN_S, "bob on the other")
     saved = Path(yaml.safe_load(Path(config).read_text())["models"][0]["options"]
                  ["saved_voices_dir"])
     (saved / "bob.safetensors").unlink()
