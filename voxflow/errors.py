@@ -213,6 +213,15 @@ class ShuttingDownError(VoxflowError):
         self.retry_after = retry_after
 
 
+class VoiceStoreError(VoxflowError):
+    """The store that shares saved voices between Ray Serve replicas cannot be reached (503
+    ``voice_store_unavailable``): the voice was neither created nor deleted; retry."""
+
+    status = 503
+    type = "server_error"
+    default_code = "voice_store_unavailable"
+
+
 class StorageError(VoxflowError):
     """A file the server had to write could not be: 507 ``insufficient_storage`` when the disk
     (or quota) is full, else 500 ``storage_failed`` (read-only folder, no permission...); the

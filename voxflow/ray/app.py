@@ -27,6 +27,7 @@ from ray.serve.config import BackpressureConfig
 from voxflow.config import ConfigError, Settings, load_settings
 from voxflow.logging_setup import configure_logging
 from voxflow.ray.settings import check_gpus, ray_settings
+from voxflow.ray.voice_store import RayKVVoiceStore
 from voxflow.server.app import create_app
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,9 @@ class VoxflowReplica:
     """One replica: the voxflow app and its engine, built on the replica from `settings`.
 
     Ray calls ``__serve_build_asgi_app__`` after the constructor, then runs the app's lifespan
-    (the engine loads and warms up every model), and ``check_health`` every few seconds: a
-    replica whose engine is not ready is replaced.
+    (the engine loads and warms up every model, and the saved voices of the other replicas are
+    loaded from Ray's KV store, `voxflow.ray.voice_store`), and ``check_health`` every few
+    seconds: a replica whose engine is not ready is replaced.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -54,10 +56,14 @@ class VoxflowReplica:
     def __serve_build_asgi_app__(self) -> FastAPI:
         """The app `voxflow serve` runs, with streamed pieces of ``ray.min_stream_chunk_ms``."""
         configure_logging(self._settings.server.log_level)
+        ray = ray_settings(self._settings)
         self._app = create_app(
             self._settings,
-            min_stream_chunk_s=ray_settings(self._settings).min_stream_chunk_ms / 1000,
+            min_stream_chunk_s=ray.min_stream_chunk_ms / 1000,
             wyoming=False,  # every replica would bind the one Wyoming port
+            # saved voices: the same on every replica of this application
+            voice_store=RayKVVoiceStore(serve.get_replica_context().app_name or APP_NAME),
+            voice_sync_interval_s=ray.voice_sync_interval_s,
         )
         return self._app
 

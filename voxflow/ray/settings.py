@@ -84,6 +84,15 @@ class RaySettings(BaseModel):
         "shorter): each piece costs a hop through Ray's streaming path. 0 = every engine "
         "chunk as it comes, as the plain server sends it.",
     )
+    voice_sync_interval_s: float = Field(
+        1.0, ge=0.1, le=60.0,
+        description="Saved voices (`POST /v1/audio/voices`) are shared by every replica "
+        "through Ray's KV store: each replica looks for the others' new and deleted voices "
+        "every this many seconds (one small read of the store while nothing changed), and "
+        "before it lists voices or answers a request naming a voice it does not know. A "
+        "voice created or deleted on one replica is served or gone on every other within "
+        "about this long (docs/scale-out.md).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> RaySettings:

@@ -80,6 +80,7 @@ from voxflow.server.speech import create_speech
 from voxflow.server.speech_stream import STREAM_PATH, speech_stream
 from voxflow.server.startup import StartupErrorMiddleware
 from voxflow.server.timestamps import create_speech_timestamps
+from voxflow.server.voice_sync import VoiceStore, refresh_voices, sharing_voices
 from voxflow.server.voices import create_voice, delete_voice
 from voxflow.wyoming.server import WyomingServer
 
@@ -140,6 +141,7 @@ async def get_model(request: Request, model_id: str) -> dict:
 async def list_voices(request: Request, model: str | None = None) -> dict:
     """`GET /v1/audio/voices` (``?model=`` filters, aliases included)."""
     state = request.app.state
+    await refresh_voices(state)  # replicas: the voices saved on the others too
     return voices_list(state.engine, model, state.engine.aliases)
 
 
@@ -226,7 +228,9 @@ def install_audio_cache(settings: Settings, engine: Engine) -> AudioCache | None
 
 
 def create_app(settings: Settings, engine: Engine | None = None, *,
-               min_stream_chunk_s: float = 0.0, wyoming: bool = True) -> FastAPI:
+               min_stream_chunk_s: float = 0.0, wyoming: bool = True,
+               voice_store: VoiceStore | None = None,
+               voice_sync_interval_s: float = 1.0) -> FastAPI:
     """Build the app; its lifespan starts `engine` (a new one from `settings` by default).
 
     A model that fails to load fails start-up (the server exits with the error logged).
@@ -239,6 +243,11 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
         wyoming: whether the lifespan also starts the Wyoming server when
             ``wyoming.enabled`` (`voxflow.wyoming.server`; Ray Serve replicas do not: they
             would all bind its port).
+        voice_store: a store shared by every replica (Ray Serve's, `voxflow.ray.voice_store`):
+            the saved voices are kept the same on every replica through it
+            (`voxflow.server.voice_sync`); None (the plain server): each server its own.
+        voice_sync_interval_s: seconds between two looks at `voice_store` for the other
+            replicas' changes.
 
     Raises:
         ConfigError: ``server.api_keys_file`` is set but `settings` hold no key (they did not
@@ -270,8 +279,10 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
         try:
             if wyoming is not None:
                 await wyoming.start()
+            # replicas: saved voices from the shared store first (voxflow.server.voice_sync);
             # long-form jobs; unfinished ones on disk resume (voxflow.jobs)
-            async with running_jobs(settings.jobs, engine) as app.state.jobs:
+            async with sharing_voices(app.state, voice_store, voice_sync_interval_s), \
+                    running_jobs(settings.jobs, engine) as app.state.jobs:
                 yield
         finally:
             if wyoming is not None:
@@ -286,6 +297,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
     app.state.engine = engine
     app.state.settings = settings
     app.state.min_stream_chunk_s = min_stream_chunk_s
+    app.state.voice_sync = None  # set by the lifespan under Ray Serve
     app.state.audio_cache = install_audio_cache(settings, engine)
     install_error_handlers(app)
     public = open_paths(settings.server)

@@ -31,6 +31,7 @@ from voxflow.jobs.manager import JobManager
 from voxflow.jobs.runner import times_words
 from voxflow.jobs.store import STATES, JobFiles
 from voxflow.server.schemas import SpeechOptions
+from voxflow.server.voice_sync import refresh_if_unknown
 
 
 class JobBody(SpeechOptions):
@@ -84,6 +85,7 @@ async def create_job(body: JobBody, request: Request) -> JSONResponse:
         raise InvalidRequestError("The job's input has nothing to read (only whitespace).",
                                   param="input", code="empty_input")
     check_requested_rate(body.response_format, body.sample_rate)
+    await refresh_if_unknown(request.app.state, body.model, body.voice_id)  # replicas
     # the engine's own checks (model, voice, speed, seed, language) on a sample of the text
     sample = SpeechRequest(body.model, body.input[:200], body.voice_id, body.speed, body.seed,
                            language=body.language, instructions=body.instructions or None,

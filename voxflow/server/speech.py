@@ -42,6 +42,7 @@ from voxflow.server.coalesce import coalesced
 from voxflow.server.request_id import AccessRecord
 from voxflow.server.schemas import SpeechBody
 from voxflow.server.stream_protocol import done_event
+from voxflow.server.voice_sync import refresh_if_unknown
 from voxflow.server.words import word_event
 
 log = logging.getLogger(__name__)
@@ -341,6 +342,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     """Handle one speech request (see the module docstring)."""
     engine: Engine = request.app.state.engine
     settings = request.app.state.settings
+    await refresh_if_unknown(request.app.state, body.model, body.voice_id)  # replicas
     streams = body.streams(settings.server.stream_by_default)
     if body.timestamps and body.stream_format != "sse":
         raise InvalidRequestError(

@@ -59,6 +59,7 @@ from voxflow.server.stream_protocol import (
     session_event,
     stream_word_event,
 )
+from voxflow.server.voice_sync import refresh_if_unknown
 from voxflow.stages.text_feed import TextFeed
 from voxflow.text.incremental import SentenceBuffer, TextSpan, speakable
 from voxflow.text.normalize import has_speakable_content
@@ -226,6 +227,7 @@ class StreamSession:
         """Check the config as a speech body is checked; start the speaker."""
         self.access.model, self.access.voice = config.model, config.voice_id
         self.access.fmt = config.response_format
+        await refresh_if_unknown(self.ws.app.state, config.model, config.voice_id)  # replicas
         request = self.engine.resolve(SpeechRequest(
             config.model, "", config.voice_id, config.speed, config.seed,
             language=config.language, timestamps=config.timestamps,

@@ -37,6 +37,7 @@ from voxflow.server.speech import (
     out_rate,
     submit_speech,
 )
+from voxflow.server.voice_sync import refresh_if_unknown
 from voxflow.server.words import word_json
 
 
@@ -57,6 +58,7 @@ async def create_speech_timestamps(body: SpeechBody, request: Request) -> Respon
     """Synthesize `body` whole; answer its audio (base64) and its words (module docstring)."""
     _check_not_streamed(body)
     engine: Engine = request.app.state.engine
+    await refresh_if_unknown(request.app.state, body.model, body.voice_id)  # replicas
     stream, ignored = submit_speech(body, request, engine, streams=False, timestamps=True)
     watcher = asyncio.create_task(_close_on_disconnect(request, stream))
     try:

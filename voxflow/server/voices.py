@@ -10,6 +10,11 @@ limit, both 413), then parsed; the model's family builds and saves the voice
 
 DELETE takes the voice id and, optionally, ``?model=`` (needed only when several models have a
 voice of that id).
+
+Under Ray Serve (``app.state.voice_sync``, `voxflow.server.voice_sync`) a voice is created and
+deleted on every replica: the family publishes a new voice before serving it, and DELETE
+publishes the deletion before deleting it here; a voice this replica does not know yet is looked
+up in the store first.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from voxflow.errors import (
 from voxflow.models.base import ModelFamily
 from voxflow.models.cloning import VoiceCloning, VoiceUpload
 from voxflow.server.listings import voice_entry
+from voxflow.server.voice_sync import SharedVoices, VoiceSync
 
 TEXT_FIELDS = ("name", "model", "text", "language")
 FILE_FIELDS = ("audio", "features")
@@ -198,6 +204,10 @@ async def create_voice(request: Request) -> dict:
 async def delete_voice(request: Request, name: str, model: str | None = None) -> dict:
     """`DELETE /v1/audio/voices/{name}`: remove a saved voice (``?model=`` to choose)."""
     engine: Engine = request.app.state.engine
+    sync: VoiceSync | None = getattr(request.app.state, "voice_sync", None)
+    if sync is not None and not any(m.family is not None and name in m.family.voices
+                                    for m in engine.models.values()):
+        await sync.refresh()  # made on another replica a moment ago
     candidates: list[tuple[str, ModelFamily]]
     if model is not None:
         served = engine.aliases.models.get(model, model)
@@ -228,6 +238,11 @@ async def delete_voice(request: Request, name: str, model: str | None = None) ->
             f"Voice '{name}' of model '{served}' is named by the voice alias(es) "
             f"{', '.join(aliases)} in the configuration (voice_aliases); remove them there "
             "first.", param="name", code="voice_not_deletable")
+    if sync is not None and isinstance(family, SharedVoices):
+        family.check_deletable(name)  # every refusal before the other replicas hear of it
+        shared = family.shared_name(name)
+        if shared is not None:
+            await asyncio.to_thread(sync.publish_delete, served, shared)
     family.delete_voice(name)
     cache = getattr(request.app.state, "audio_cache", None)
     if cache is not None:  # its audio is gone with it (voxflow.server.audio_cache)

@@ -93,16 +93,24 @@ def write_voice_atomic(
         VoiceError: the voice fails `validate_voice` (nothing is written).
         OSError: the folder or file cannot be written (nothing is left behind).
     """
+    path = directory / f"{voice.name}{VOICE_SUFFIX}"
+    write_atomic(path, voice_file_bytes(voice, model=model, speech_token_size=speech_token_size,
+                                        source=str(path)))
+    return path
+
+
+def voice_file_bytes(voice: Voice, *, model: str, speech_token_size: int, source: str) -> bytes:
+    """The saved voice file of `voice` (safetensors bytes, `saved_metadata`), validated first.
+
+    Raises:
+        VoiceError: the voice fails `validate_voice` (the message names `source`).
+    """
     from safetensors.torch import save
 
-    path = directory / f"{voice.name}{VOICE_SUFFIX}"
     metadata = saved_metadata(voice, model, speech_token_size)
-    validate_voice(voice.tensors(), metadata, speech_token_size=speech_token_size,
-                   source=str(path))
+    validate_voice(voice.tensors(), metadata, speech_token_size=speech_token_size, source=source)
     tensors: dict[str, Tensor] = {k: v.contiguous() for k, v in voice.tensors().items()}
-    data = save(tensors, metadata=metadata)
-    write_atomic(path, data)
-    return path
+    return save(tensors, metadata=metadata)
 
 
 def delete_voice_file(directory: Path, name: str) -> None:
@@ -150,4 +158,4 @@ def _metadata(path: Path) -> dict[str, str]:
 
 __all__ = ["NAME_MAX_CHARS", "NAME_PATTERN", "check_model_metadata", "clean_temporary_files",
            "default_saved_voices_dir", "delete_voice_file", "load_saved_voices", "name_problem",
-           "saved_name", "write_voice_atomic"]
+           "saved_name", "voice_file_bytes", "write_voice_atomic"]

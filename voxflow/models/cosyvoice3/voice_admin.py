@@ -2,7 +2,8 @@
 
 `SavedVoices` is mixed into `CosyVoice3Family`: it loads the saved voices at start-up, creates
 voices from a recording (`prompt_audio.PromptEncoder`, when the ONNX models are there) or from a
-prompt-feature file, writes them atomically (`saved_voices.write_voice_atomic`) and deletes them.
+prompt-feature file, writes them atomically (`saved_voices.voice_file_bytes`, `write_atomic`) and
+deletes them.
 
 In-flight requests: the stages look a request's voice up by id (`voice_models`, `flow_prompt`)
 at each segment. A speech request holds its voice (`hold_voice`) from admission to its end; a
@@ -10,6 +11,13 @@ voice deleted while held leaves the served list at once (new requests get a 400,
 gone) but its features stay loaded, "retired", until the last holder ends, so a queued or
 running request finishes with the voice it was admitted with. A voice of the same name cannot
 be created while a retired one is still held (409): a request must never switch voices midway.
+
+Replicas (Ray Serve): `voxflow.server.voice_sync.VoiceSync` shares the saved voices of every
+replica through a store. It sets `voice_publisher`, which `create_voice` calls with the new
+file's bytes after writing it and before serving it (a refusal removes the file again), and
+applies the other replicas' changes through the `SharedVoices` methods at the end of the class
+(`prepare_shared_voice` and `forget_shared_file` in a worker thread, the others on the event
+loop).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from voxflow.atomic_files import write_atomic
 from voxflow.errors import (
     ConflictError,
     InvalidRequestError,
@@ -48,10 +57,11 @@ from voxflow.models.cosyvoice3.saved_voices import (
     delete_voice_file,
     load_saved_voices,
     name_problem,
-    write_voice_atomic,
+    voice_file_bytes,
 )
 from voxflow.models.cosyvoice3.voices import (
     TENSOR_KEYS,
+    VOICE_SUFFIX,
     Voice,
     VoiceError,
     validate_voice,
@@ -95,8 +105,11 @@ class SavedVoices:
         self._saved: set[str] = set()  # served ids of saved (deletable) voices
         self._retired: set[str] = set()  # deleted while held: features kept until released
         self._holds: Counter[str] = Counter()
+        self._pending: set[str] = set()  # written, being published to the other replicas
         self._voice_lock = threading.RLock()
         self._encoder: PromptEncoder | None = None
+        # set by voxflow.server.voice_sync under Ray Serve: publishes a new voice (name, bytes)
+        self.voice_publisher: Callable[[str, bytes], None] | None = None
 
     @property
     def _random(self) -> bool:
@@ -146,8 +159,13 @@ class SavedVoices:
 
         return release
 
-    def delete_voice(self, voice_id: str) -> None:
-        """Delete a saved voice (file, then served list); see `VoiceCloning.delete_voice`."""
+    def check_deletable(self, voice_id: str) -> None:
+        """Raise what `delete_voice` raises before it changes anything.
+
+        Raises:
+            VoiceNotFoundError: no voice by that id (404).
+            VoiceForbiddenError: a built-in or the default voice (403).
+        """
         with self._voice_lock:
             if voice_id not in self.voices:
                 raise VoiceNotFoundError(
@@ -163,18 +181,17 @@ class SavedVoices:
                     f"Voice '{voice_id}' is the default voice of model '{self.name}' "
                     "(default_voice) and cannot be deleted.", param="name",
                     code="voice_not_deletable")
+
+    def delete_voice(self, voice_id: str) -> None:
+        """Delete a saved voice (file, then served list); see `VoiceCloning.delete_voice`."""
+        with self._voice_lock:
+            self.check_deletable(voice_id)
             try:
                 delete_voice_file(self.saved_dir, self.voice_models[voice_id].name)
             except OSError as exc:
                 raise storage_error(exc, f"delete voice {echo(voice_id)}",
                                     self.saved_dir) from exc
-            self._saved.discard(voice_id)
-            served = {k: v for k, v in self.voices.items() if k != voice_id}
-            self.set_voices(served, self.default_voice)
-            if self._holds[voice_id] > 0:
-                self._retired.add(voice_id)  # requests still use it: freed by the last one
-            else:
-                self._forget(voice_id)
+            self._unserve(voice_id)
             log.info("model %s: voice %s deleted", self.name, voice_id)
 
     def create_voice(self, upload: VoiceUpload) -> str:
@@ -201,22 +218,101 @@ class SavedVoices:
             raise InvalidRequestError(f"Cannot create voice {echo(upload.name)}: {exc}.",
                                       param=param, code="invalid_voice_audio"
                                       if param == "audio" else "invalid_voice") from exc
+        path = self.saved_dir / f"{voice.name}{VOICE_SUFFIX}"
+        data = voice_file_bytes(voice, model=self.name, source=str(path),
+                                speech_token_size=self.models.lm.speech_token_size)
         with self._voice_lock:
             self._check_free(vid)
             try:
-                write_voice_atomic(voice, self.saved_dir, model=self.name,
-                                   speech_token_size=self.models.lm.speech_token_size)
-            except OSError as exc:  # nothing was left behind (write_voice_atomic)
+                write_atomic(path, data)
+            except OSError as exc:  # nothing was left behind (write_atomic)
                 raise storage_error(exc, f"save voice {echo(upload.name)}", self.saved_dir) from exc
-            self.voice_models[vid] = voice
-            self._prompts[vid] = voice.flow_prompt(self.models.device)
-            self._saved.add(vid)
-            served = dict(self.voices)
-            served[vid] = ServedVoice(vid, voice.language, self._sample_rate(), self._family())
-            self.set_voices(served, self.default_voice)
+            publisher = self.voice_publisher
+            if publisher is not None:
+                self._pending.add(vid)
+        if publisher is not None:  # the other replicas first, out of the lock (a store call)
+            self._publish(publisher, vid, voice.name, data)
+        with self._voice_lock:
+            self._pending.discard(vid)
+            self._serve(vid, voice)
         log.info("model %s: voice %s created (%d prompt tokens)", self.name, vid,
                  voice.prompt_tokens)
         return vid
+
+    # ---- SharedVoices (voxflow.server.voice_sync): the other replicas' changes --------------
+    def shared_voice_files(self) -> dict[str, bytes]:
+        """The saved voices served now, name -> their file's bytes (a file that cannot be read
+        is left out, with a warning)."""
+        with self._voice_lock:
+            names = sorted(self.voice_models[vid].name for vid in self._saved)
+        files: dict[str, bytes] = {}
+        for name in names:
+            try:
+                files[name] = (self.saved_dir / f"{name}{VOICE_SUFFIX}").read_bytes()
+            except OSError as exc:
+                log.warning("model %s: saved voice %s not shared: %s", self.name, name, exc)
+        return files
+
+    def shared_name(self, voice_id: str) -> str | None:
+        """The file name of saved voice `voice_id`; None when it is not a saved voice."""
+        with self._voice_lock:
+            return self.voice_models[voice_id].name if voice_id in self._saved else None
+
+    def shared_voice_id(self, name: str) -> str:
+        """The id saved voice `name` is served as (``random-NAME`` with random weights)."""
+        return voice_id(name, self._random)
+
+    def prepare_shared_voice(self, name: str, data: bytes) -> Voice:
+        """Check a voice file's bytes from another replica as a saved file is checked at
+        start-up, and write them to `saved_dir` atomically (worker thread).
+
+        Raises:
+            VoiceError: a bad name, not a voice file, or one of another model.
+            OSError: the file cannot be written.
+        """
+        path = self.saved_dir / f"{name}{VOICE_SUFFIX}"
+        problem = name_problem(name)
+        if problem is not None:
+            raise VoiceError(f"voice {path}: bad voice name: {problem}")
+        voice = voice_from_file(data, name, model=self.name, source=f"{path} (shared)",
+                                speech_token_size=self.models.lm.speech_token_size)
+        write_atomic(path, data)
+        return voice
+
+    def forget_shared_file(self, name: str) -> None:
+        """Remove saved voice `name`'s file (missing is fine). Raises OSError."""
+        delete_voice_file(self.saved_dir, name)
+
+    def serve_shared_voice(self, name: str, voice: Voice) -> bool:
+        """Serve a voice from another replica (event loop), replacing a saved one of that
+        name. False while a deleted voice of that name is still held by requests (the one
+        served is retired now, the new one comes at a later call)."""
+        vid = self.shared_voice_id(name)
+        with self._voice_lock:
+            if vid in self.voices and (vid not in self._saved or vid == self.default_voice):
+                log.error("model %s: voice %s from another replica not served: a built-in "
+                          "or the default voice has its id here", self.name, vid)
+                return True
+            if vid in self._saved:
+                self._unserve(vid)  # replaced: requests holding the old one keep it
+            if vid in self._retired or vid in self._pending:
+                return False
+            self._serve(vid, voice)
+        return True
+
+    def drop_shared_voice(self, name: str) -> bool:
+        """Stop serving saved voice `name`, deleted on another replica (event loop; the default
+        voice is kept, with an error logged). Returns whether it was served here."""
+        vid = self.shared_voice_id(name)
+        with self._voice_lock:
+            if vid not in self._saved:
+                return False
+            if vid == self.default_voice:
+                log.error("model %s: voice %s deleted on another replica is the default voice "
+                          "here; kept", self.name, vid)
+                return False
+            self._unserve(vid)
+            return True
 
     # ---- helpers -----------------------------------------------------------------------------
     def _family(self) -> str:
@@ -227,8 +323,47 @@ class SavedVoices:
 
         return SAMPLE_RATE
 
+    def _publish(self, publisher: Callable[[str, bytes], None], vid: str, name: str,
+                 data: bytes) -> None:
+        """`publisher(name, data)`; if it raises, the file written is removed and the error
+        re-raised (the voice was never served)."""
+        try:
+            publisher(name, data)
+        except BaseException:
+            with self._voice_lock:
+                self._pending.discard(vid)
+                try:
+                    delete_voice_file(self.saved_dir, name)
+                except OSError as exc:
+                    log.warning("model %s: voice %s not published; its file stays: %s",
+                                self.name, vid, exc)
+            raise
+
+    def _serve(self, vid: str, voice: Voice) -> None:
+        """Serve `voice` as saved voice `vid` (holding the lock)."""
+        self.voice_models[vid] = voice
+        self._prompts[vid] = voice.flow_prompt(self.models.device)
+        self._saved.add(vid)
+        served = dict(self.voices)
+        served[vid] = ServedVoice(vid, voice.language, self._sample_rate(), self._family())
+        self.set_voices(served, self.default_voice)
+
+    def _unserve(self, vid: str) -> None:
+        """Stop serving saved voice `vid` (holding the lock): forgotten now, or retired until
+        the last request holding it ends."""
+        self._saved.discard(vid)
+        served = {k: v for k, v in self.voices.items() if k != vid}
+        self.set_voices(served, self.default_voice)
+        if self._holds[vid] > 0:
+            self._retired.add(vid)  # requests still use it: freed by the last one
+        else:
+            self._forget(vid)
+
     def _check_free(self, vid: str) -> None:
         with self._voice_lock:
+            if vid in self._pending:
+                raise ConflictError(f"Voice '{vid}' of model '{self.name}' is being created "
+                                    "by another request.", param="name", code="voice_exists")
             if vid in self.voices:
                 raise ConflictError(f"Model '{self.name}' already has a voice '{vid}'; delete "
                                     "it first or choose another name.", param="name",
@@ -302,6 +437,29 @@ def _safetensors_metadata(data: bytes) -> dict[str, str]:
     return meta
 
 
+def voice_from_file(data: bytes, name: str, *, model: str, speech_token_size: int,
+                    source: str) -> Voice:
+    """A saved voice file's bytes as voice `name`, checked as `load_saved_voices` checks a file
+    (every key, and the model it was made for).
+
+    Raises:
+        VoiceError: not a readable voice file, an invalid one, or one of another model.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    try:
+        metadata = _safetensors_metadata(data)
+        tensors = load(data)
+    except (SafetensorError, ValueError) as exc:
+        raise VoiceError(f"voice {source}: not a readable safetensors file: {exc}") from exc
+    validate_voice(tensors, metadata, speech_token_size=speech_token_size, source=source)
+    check_model_metadata(metadata, model=model, speech_token_size=speech_token_size,
+                         source=source)
+    return Voice(name=name, language=metadata["language"], prompt_text=metadata["prompt_text"],
+                 source=source, **{k: tensors[k] for k in TENSOR_KEYS})
+
+
 def tensor_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
     """A safetensors file's bytes (for tests and tools that make feature files)."""
     from safetensors.torch import save
@@ -309,4 +467,4 @@ def tensor_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> 
     return save({k: v.contiguous() for k, v in tensors.items()}, metadata=metadata)
 
 
-__all__ = ["SavedVoices", "tensor_bytes"]
+__all__ = ["SavedVoices", "tensor_bytes", "voice_from_file"]
