@@ -40,8 +40,8 @@ reread); ``num_decoding_left_chunks`` = -1 (checked at construction).
 Memory: per settled frame the cache holds
 ``2 (K, V) · depth · n_timesteps · 2 (CFG rows) · heads · dim_head · itemsize`` bytes
 (`SettledFlowCache.bytes_per_frame`): full size (22 layers, 16 × 64, 10 steps) 3,604,480 B ≈
-3.44 MiB a frame in float32 (172 MiB per second of 50 fps audio, 14.4 GiB at the 4,200-frame
-top bucket) and half that in bfloat16; tiny (2 layers, 4 × 16) 10,240 B a frame in float32.
+3.44 MiB a frame in float32 (172 MiB per second of 50 fps audio, 14.1 GiB at the 4,200-frame
+top bucket) and half that in bfloat16; tiny (2 layers, 4 × 16) 20,480 B a frame in float32.
 Plus a constant ``2 (convs) · n_timesteps · 2 · dim · 30 · itemsize`` for the conv history
 (full float32 4.9 MB). Storage grows by doubling (rounded up to whole chunks), so up to twice
 the settled frames may be allocated; pass ``reserve_frames`` to allocate once.
