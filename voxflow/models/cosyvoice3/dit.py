@@ -136,8 +136,13 @@ class RotaryEmbedding(nn.Module):
         inv_freq = 1.0 / (theta ** (torch.arange(0, dim_head, 2).float() / dim_head))
         self.register_buffer("inv_freq", inv_freq)
 
-    def freqs(self, seq_len: int) -> Tensor:
-        pos = torch.arange(seq_len, device=self.inv_freq.device).to(self.inv_freq.dtype)
+    def freqs(self, seq_len: int, start: int = 0) -> Tensor:
+        """Angles float32 [1, seq_len - start, dim_head] for absolute positions start..seq_len-1.
+
+        `start` > 0 gives the rows [start, seq_len) of ``freqs(seq_len)``, value for value (the
+        settled-frame cache rotates only its new frames, `flow_cache`).
+        """
+        pos = torch.arange(start, seq_len, device=self.inv_freq.device).to(self.inv_freq.dtype)
         angles = pos[None, :, None] * self.inv_freq[None, None, :]
         return torch.stack((angles, angles), dim=-1).flatten(-2)
 
@@ -230,18 +235,35 @@ class Attention(nn.Module):
         self.to_v = nn.Linear(dim, inner)
         self.to_out = nn.ModuleList([nn.Linear(inner, dim), nn.Identity()])
 
-    def forward(self, x: Tensor, mask: Tensor, freqs: Tensor) -> Tensor:
+    def project(self, x: Tensor, freqs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v [B, heads, T, dim_head] in x's dtype from x [B, T, dim]; q and k rotated by
+        `freqs` [1, T, dim_head] (head 0 only, spec §6 "RoPE")."""
         batch = x.shape[0]
         q = apply_rotary(self.to_q(x), freqs)
         k = apply_rotary(self.to_k(x), freqs)
         v = self.to_v(x)
         q, k, v = (a.view(batch, -1, self.heads, self.dim_head).transpose(1, 2) for a in (q, k, v))
+        return q, k, v
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+        """Attention of q [B, heads, Tq, dim_head] over k, v [B, heads, Tk, dim_head] under the
+        bool `mask` [B or 1, 1, Tq, Tk], then `to_out`: [B, Tq, dim]. No padding zeroing here.
+
+        float32 runs SDPA; a lower dtype keeps the scores and softmax in float32
+        (`attention_fp32_softmax`).
+        """
+        batch = q.shape[0]
         if q.dtype == torch.float32:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         else:
             out = attention_fp32_softmax(q, k, v, mask)
         out = out.transpose(1, 2).reshape(batch, -1, self.heads * self.dim_head)
-        out = self.to_out[0](out)
+        projected: Tensor = self.to_out[0](out)
+        return projected
+
+    def forward(self, x: Tensor, mask: Tensor, freqs: Tensor) -> Tensor:
+        q, k, v = self.project(x, freqs)
+        out = self.attend(q, k, v, mask)
         valid = mask[:, 0, -1].unsqueeze(-1)
         return out.masked_fill(~valid, 0.0)
 
