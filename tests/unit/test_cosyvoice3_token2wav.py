@@ -334,3 +334,39 @@ def test_resample_mel_is_the_spec_formula() -> None:
         assert max_diff(out, ref) < 1e-4  # torch forms the fp32 positions in its own order
     assert resample_mel(mel, 1.0) is mel
     assert resample_mel(mel[:, :, :1], 2.0).shape == (1, 80, 0)
+
+
+# ---- the settled-frame flow cache (`flow_settled_cache`) ----
+
+
+def test_a_cached_segment_gives_the_uncached_pieces_and_frees_its_cache(
+    flow: Any, hift: Any, prompt: FlowPrompt, trace: dict[str, Any]
+) -> None:
+    # 45 tokens (1.8 s: the tiny sine-wave prefix holds 2 s): chunks of 8, 10 and 20 tokens,
+    # then the final full-attention call.
+    tokens = (trace["script_tokens"] * 2)[:45]
+    plain = run(flow, hift, prompt, tokens)
+    segment = Token2WavSegment(flow, hift, prompt, Token2WavConfig.tiny(), flow_cache=True)
+    held: list[int] = []
+    pieces = []
+    for token in tokens:
+        pieces += segment.push(token)
+        held.append(segment.cache_bytes)
+    settled = segment.flow_cache.settled
+    assert settled == 2 * (prompt.tokens + segment.offset)  # every streamed frame is cached
+    assert max(held) == segment.flow_cache.nbytes > 0
+    pieces += segment.finish()
+    assert segment.cache_bytes == 0  # the final call recomputes all frames and drops the cache
+    assert len(segment.calls) == 4
+    assert ([c.as_reference() for c in segment.calls]
+            == [c.as_reference() for c in plain.segment.calls])
+    assert [p.shape for p in pieces] == [p.shape for p in plain.pieces]
+    for piece, ref in zip(pieces, plain.pieces, strict=True):
+        assert max_diff(piece, ref) <= 1e-5
+
+
+def test_offline_segments_never_cache(flow: Any, hift: Any, prompt: FlowPrompt) -> None:
+    assert Token2WavSegment(flow, hift, prompt, Token2WavConfig.tiny(), mode="offline",
+                            flow_cache=True).flow_cache is None
+    assert Token2WavSegment(flow, hift, prompt, Token2WavConfig.tiny(), speed=1.5,
+                            flow_cache=True).flow_cache is None

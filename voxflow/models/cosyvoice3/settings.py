@@ -103,6 +103,15 @@ class CosyVoice3Settings(BaseModel):
         'not the client streams); `"offline"`: one flow and vocoder call per segment. '
         "Speed other than 1 always takes the offline path.",
     )
+    flow_settled_cache: bool | None = Field(
+        None,
+        description="Streamed flow calls solve only their new frames against a per-segment "
+        "cache of the settled frames' DiT keys and values (`flow_cache.py`), instead of the "
+        "whole prefix at every hop (O(N^2) in a long segment, e.g. a fed WebSocket session). "
+        "Equal to the full recompute up to float rounding. It costs 20 KB per settled frame "
+        "tiny, 3.4 MiB full size in float32 (172 MiB per audio second), so null = on for a "
+        "CPU device, off for CUDA (where the captured buckets run the full recompute).",
+    )
     min_len_rule: Literal["mask_all_stop", "reference_sos_only"] = Field(
         "mask_all_stop",
         description='Before the minimum length (2 tokens per text id), `"mask_all_stop"` '

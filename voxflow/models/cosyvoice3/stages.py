@@ -347,7 +347,7 @@ class CosyVoice3Token2WavStage(HoldsRequestStates, Stage):
                 except Exception as exc:  # noqa: BLE001 (this item fails, not its batch-mates)
                     plans.append(exc)
             solves = [job.solve for plan in plans if not isinstance(plan, BaseException)
-                      for job in plan[1] if job.solve is not None]
+                      for job in plan[1] if job.solve is not None and not job.cached]
             try:
                 mels = iter(self.flow.solve(solves))
             except Exception as exc:  # noqa: BLE001 (the segments with solves fail, not the rest)
@@ -359,7 +359,14 @@ class CosyVoice3Token2WavStage(HoldsRequestStates, Stage):
                     out.append(plan)
                     continue
                 segment, jobs = plan
-                own = [None if job.solve is None else next(mels) for job in jobs]
+                batched = [None if job.solve is None or job.cached else next(mels)
+                           for job in jobs]
+                try:  # a cached chunk is solved by its segment alone (`flow_settled_cache`)
+                    own = [segment.solve_cached(job) if job.cached else mel
+                           for job, mel in zip(jobs, batched, strict=True)]
+                except Exception as exc:  # noqa: BLE001 (this item fails, not its batch-mates)
+                    out.append(exc)
+                    continue
                 out.append(self._audio(segment.complete(jobs, own)))
             return out
 
@@ -368,7 +375,7 @@ class CosyVoice3Token2WavStage(HoldsRequestStates, Stage):
         models = family.models
         return Token2WavSegment(models.flow, models.hift, family.flow_prompt(item.request.voice),
                                 models.hops, mode=family.settings.token2wav_mode,
-                                speed=item.speed)
+                                speed=item.speed, flow_cache=family.flow_cache)
 
     def _plan(self, item: StageItem) -> tuple[Token2WavSegment, list[Token2WavJob]]:
         """The item's segment and the flow calls its tokens make due (schedule advanced)."""
@@ -409,11 +416,15 @@ class CosyVoice3Token2WavStage(HoldsRequestStates, Stage):
         return {"flow_graphs": self.flow.health()}
 
     def state_bytes(self) -> int:
-        """Bytes of the accumulated mel of every open segment (HiFT's input, 80 x F float32)."""
+        """Bytes of every open segment's accumulated mel (HiFT's input, 80 x F float32) and
+        settled-frame flow cache (`flow_settled_cache`)."""
         total = 0
         for stream in self.states.values():
             segment = stream.segment
-            mel = None if segment is None else segment.acc_mel
+            if segment is None:
+                continue
+            mel = segment.acc_mel
             if mel is not None:
                 total += mel.numel() * mel.element_size()
+            total += segment.cache_bytes
         return total

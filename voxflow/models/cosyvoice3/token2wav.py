@@ -40,6 +40,7 @@ from torch import Tensor
 
 from voxflow.models.cosyvoice3.flow import CausalMaskedDiffWithDiT
 from voxflow.models.cosyvoice3.flow_bucket import FlowSolve
+from voxflow.models.cosyvoice3.flow_cache import SettledFlowCache, solve_streamed_chunk
 from voxflow.models.cosyvoice3.hift import CausalHiFTGenerator, HiFTStream
 from voxflow.models.cosyvoice3.sampling import SilentTokenFilter
 
@@ -211,7 +212,8 @@ class Token2WavJob:
     kind: which call; n_tokens: target tokens given to the flow; token_offset: tokens settled
     before the call; hop: tokens a chunk settles (None otherwise); solve: the flow inputs
     (`FlowSolve`: conditioning of T mel frames, streaming flag), None when there are no tokens
-    (the call then gives an empty piece [1, 0]).
+    (the call then gives an empty piece [1, 0]); cached: a streamed chunk its segment solves
+    against its `SettledFlowCache` (`Token2WavSegment.solve_cached`), never in a batch.
     """
 
     kind: JobKind
@@ -219,6 +221,7 @@ class Token2WavJob:
     token_offset: int
     hop: int | None
     solve: FlowSolve | None
+    cached: bool = False
 
 
 def resample_mel(mel: Tensor, speed: float) -> Tensor:
@@ -255,6 +258,7 @@ class Token2WavSegment:
         mode: Token2WavMode = "streaming",
         speed: float = 1.0,
         filter_silent: bool = True,
+        flow_cache: bool = False,
     ) -> None:
         if mode not in TOKEN2WAV_MODES:
             raise ValueError(f"mode must be one of {TOKEN2WAV_MODES}, got {mode!r}")
@@ -275,6 +279,9 @@ class Token2WavSegment:
         self.stream = HiFTStream(hift)
         self.calls: list[Token2WavCall] = []
         self.finished = False
+        self.flow_cache = (SettledFlowCache(flow.decoder.estimator)
+                           if flow_cache and self.mode == "streaming" else None)
+        """The settled frames' DiT keys and values (`flow_settled_cache`), or None."""
         self._offline_mel: Tensor | None = None
 
     # -- state ----------------------------------------------------------------------------
@@ -365,12 +372,32 @@ class Token2WavSegment:
             if job.solve is None:
                 mels.append(None)
                 continue
+            if job.cached:
+                mels.append(self.solve_cached(job))
+                continue
             c = job.solve.cond
             with torch.inference_mode():
                 feat = self.flow.decoder(c.mu, c.mask, c.spks, c.cond,
                                          streaming=job.solve.streaming)
             mels.append(feat[:, :, c.prompt_frames:].float())
         return mels
+
+    def solve_cached(self, job: Token2WavJob) -> Tensor:
+        """A cached chunk job's new mel frames float32 [1, 80, 2·hop]: the frames from
+        2·(P + offset) of the streamed solve of its prefix, computed for the frames after the
+        cache's settled ones only (`flow_cache.solve_streamed_chunk`)."""
+        assert self.flow_cache is not None and job.solve is not None and job.cached
+        c = job.solve.cond
+        start = self.flow_cache.settled
+        with torch.inference_mode():
+            mel = solve_streamed_chunk(self.flow.decoder, c, self.flow_cache)
+        first = c.prompt_frames + self.flow.token_mel_ratio * job.token_offset
+        return mel[:, :, first - start :].float()
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes the segment's settled-frame flow cache holds (0 without one)."""
+        return 0 if self.flow_cache is None else self.flow_cache.nbytes
 
     # -- model calls ----------------------------------------------------------------------
 
@@ -385,7 +412,9 @@ class Token2WavSegment:
         with torch.inference_mode():
             cond = self.flow.conditioning(token, p.prompt_token, p.prompt_feat, p.embedding,
                                           finalize)
-        return Token2WavJob(kind, n_tokens, offset, hop, FlowSolve(cond, kind == "chunk"))
+        cached = kind == "chunk" and self.flow_cache is not None
+        return Token2WavJob(kind, n_tokens, offset, hop, FlowSolve(cond, kind == "chunk"),
+                            cached)
 
     def _record(self, n_tokens: int, offset: int, hop: int | None, stream: bool,
                 finalize: bool, acc_frames: int, vocoded: int, piece: Tensor) -> None:
@@ -400,7 +429,8 @@ class Token2WavSegment:
         mel frames [2·offset, end); HiFT on (a window of) acc_mel, not final; emit the new
         samples."""
         offset = job.token_offset
-        piece = self.stream.push(mel[:, :, self.flow.token_mel_ratio * offset:], finalize=False)
+        new = mel if job.cached else mel[:, :, self.flow.token_mel_ratio * offset:]
+        piece = self.stream.push(new, finalize=False)
         frames = self._acc_frames()
         self._record(job.n_tokens, offset, job.hop, True, False, frames,
                      self.stream.window_frames, piece)
@@ -410,6 +440,7 @@ class Token2WavSegment:
         """Spec §9.7 item 4: flow on all tokens, final, full attention; append frames
         [2·offset, end); HiFT final; emit the rest."""
         offset = job.token_offset
+        self.flow_cache = None  # full attention: the final call recomputed every frame
         piece = self.stream.push(mel[:, :, self.flow.token_mel_ratio * offset:], finalize=True)
         frames = self._acc_frames()
         self._record(job.n_tokens, offset, None, False, True, frames, self.stream.window_frames,
