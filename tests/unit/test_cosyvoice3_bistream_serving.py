@@ -205,3 +205,28 @@ def test_the_reference_rules_error_fails_the_request_not_the_engine():
     assert "should not get token" in str(error) and getattr(error, "status", None) == 500
     assert _sha(after)[1] > 0
     assert freed == [(0, 0), (0, 0), (0, 0)]
+
+
+def test_a_fed_generation_caches_its_settled_flow_frames_and_sounds_the_same_without():
+    # `flow_settled_cache: auto` is `fed` on the CPU: the fed segment's streamed flow calls
+    # solve only their new frames; `off` recomputes every prefix. Same audio up to rounding.
+    async def run(**options):
+        engine = _engine(**options)
+        await engine.start()
+        try:
+            feed, stream = _fed(engine, " ".join(PIECES))
+            feed.end()
+            first = await asyncio.wait_for(stream.__anext__(), 60)
+            token2wav = engine.models["cosyvoice3"].queues[2].stage
+            cached = [s.segment.flow_cache is not None for s in token2wav.states.values()
+                      if s.segment is not None]
+            chunks = [first, *[c async for c in stream]]
+            return cached, np.concatenate([c.samples for c in chunks])
+        finally:
+            engine.stop()
+
+    cached, audio = asyncio.run(run())
+    uncached, plain = asyncio.run(run(flow_settled_cache="off"))
+    assert cached == [True] and uncached == [False]
+    assert audio.size == plain.size > 24000
+    assert float(np.abs(audio - plain).max()) <= 1e-4

@@ -108,12 +108,13 @@ class CosyVoice3Family(SavedVoices, ModelFamily):
         """The flow's share of a served voice, on the models' device (built once at load)."""
         return self._prompts[voice_id]
 
-    @property
-    def flow_cache(self) -> bool:
-        """Whether streamed segments cache their settled flow frames (`flow_settled_cache`;
-        null: on for a CPU device, off for CUDA)."""
+    def flow_cache(self, fed: bool) -> bool:
+        """Whether a streamed segment caches its settled flow frames (`flow_settled_cache`):
+        `fed` says whether it is one generation fed with streamed text."""
         chosen = self.settings.flow_settled_cache
-        return self.models.device.type == "cpu" if chosen is None else chosen
+        if chosen == "auto":
+            chosen = "fed" if self.models.device.type == "cpu" else "off"
+        return chosen == "all" or (chosen == "fed" and fed)
 
     def random_weights_note(self) -> str | None:
         return self.models.random_note
@@ -133,7 +134,7 @@ class CosyVoice3Family(SavedVoices, ModelFamily):
             "weights": m.random_note or f"checkpoint {m.source}",
             "device": str(m.device),
             "token2wav_mode": s.token2wav_mode,
-            "flow_settled_cache": self.flow_cache,
+            "flow_settled_cache": s.flow_settled_cache,
             "estimator_dtype": s.estimator_dtype,
             "token_hops": [m.hops.token_hop_len, m.hops.token_max_hop_len],
             "lm_max_batch_size": s.lm_max_batch_size,

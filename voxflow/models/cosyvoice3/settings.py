@@ -103,14 +103,17 @@ class CosyVoice3Settings(BaseModel):
         'not the client streams); `"offline"`: one flow and vocoder call per segment. '
         "Speed other than 1 always takes the offline path.",
     )
-    flow_settled_cache: bool | None = Field(
-        None,
-        description="Streamed flow calls solve only their new frames against a per-segment "
-        "cache of the settled frames' DiT keys and values (`flow_cache.py`), instead of the "
-        "whole prefix at every hop (O(N^2) in a long segment, e.g. a fed WebSocket session). "
-        "Equal to the full recompute up to float rounding. It costs 20 KB per settled frame "
-        "tiny, 3.4 MiB full size in float32 (172 MiB per audio second), so null = on for a "
-        "CPU device, off for CUDA (where the captured buckets run the full recompute).",
+    flow_settled_cache: Literal["auto", "fed", "all", "off"] = Field(
+        "auto",
+        description="Which streamed segments solve only their new flow frames against a "
+        "cache of their settled frames' DiT keys and values (`flow_cache.py`) instead of the "
+        "whole prefix at every hop, which costs O(N^2) in a long segment: `\"fed\"` the "
+        "segments of WebSocket sessions fed as one generation (unbounded in length), `\"all\"` "
+        "every streamed segment (text segments are bounded by `max_segment_chars`, and cached "
+        "solves run one segment at a time, outside the flow batch), `\"off\"` none; `\"auto\"` "
+        "= `fed` on a CPU device, `off` on CUDA (not measured there; the captured buckets run "
+        "the full recompute). Equal to the full recompute up to float rounding. It holds 20 KB "
+        "per settled frame tiny, 3.4 MiB full size in float32 (172 MiB per audio second).",
     )
     min_len_rule: Literal["mask_all_stop", "reference_sos_only"] = Field(
         "mask_all_stop",

@@ -375,7 +375,8 @@ class CosyVoice3Token2WavStage(HoldsRequestStates, Stage):
         models = family.models
         return Token2WavSegment(models.flow, models.hift, family.flow_prompt(item.request.voice),
                                 models.hops, mode=family.settings.token2wav_mode,
-                                speed=item.speed, flow_cache=family.flow_cache)
+                                speed=item.speed,
+                                flow_cache=family.flow_cache(item.request.text_feed is not None))
 
     def _plan(self, item: StageItem) -> tuple[Token2WavSegment, list[Token2WavJob]]:
         """The item's segment and the flow calls its tokens make due (schedule advanced)."""
