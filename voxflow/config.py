@@ -442,6 +442,13 @@ class JobsSettings(_Strict):
         description="A chapter is cut into pieces of about this many characters (at paragraph "
         "then sentence ends); each is one engine request and one segment file on disk.",
     )
+    quiet_s: float = Field(
+        0.25, ge=0, le=60,
+        description="Seconds the engine must go without an interactive request before a "
+        "job's work runs again (`voxflow.engine.foreground`). Between a client's back-to-back "
+        "requests a job's run would otherwise slip in, and the next request would wait for it "
+        "(benchmarks/jobs_ttfa.sh).",
+    )
 
     @model_validator(mode="after")
     def _needs_directory(self) -> JobsSettings:

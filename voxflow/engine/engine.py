@@ -23,6 +23,7 @@ from voxflow.engine.ar_loop import AutoregressiveLoop
 from voxflow.engine.checked import CheckedRequest
 from voxflow.engine.checks import SPEED_MAX, SPEED_MIN, check_input, check_seed, check_speed
 from voxflow.engine.drain import Drain
+from voxflow.engine.foreground import Foreground
 from voxflow.engine.lexicons import RequestLexicons
 from voxflow.engine.metrics import EngineMetrics
 from voxflow.engine.promotion import PROMOTER, can_restore, thread_nice
@@ -134,6 +135,7 @@ class Engine:
         cfg = settings.engine
         self._deadlines = Deadlines(cfg.ttfa_target_s, cfg.continuation_lead_s,
                                     cfg.running_dry_s, cfg.late_first_yields)
+        self.foreground = Foreground(settings.jobs.quiet_s)  # jobs wait behind requests
         self.admission = Admission(cfg.max_inflight_requests, cfg.max_queued_requests,
                                    cfg.retry_after_s, self.metrics.inflight, self.metrics.waiting)
         self.drain = Drain(cfg.retry_after_s)  # work in flight, for a graceful stop
@@ -500,6 +502,7 @@ class Engine:
     def submit(
         self, request: SpeechRequest, *, internal: bool = False, timeout_s: float | None = None,
         listener_ends_at: float | None = None, checked: CheckedRequest | None = None,
+        background: bool = False,
     ) -> SpeechStream:
         """Validate and admit a request; returns its chunk stream (iterate it to start work).
 
@@ -507,7 +510,9 @@ class Engine:
         audio that earlier requests sent to the same listener plays out (a speech stream's
         next segment): the request is then scheduled as that audio's continuation
         (`RequestState.due`), not as a new arrival. `checked`: `check(request)`'s result when
-        the caller has it (the request is then not checked or parsed again).
+        the caller has it (the request is then not checked or parsed again). `background`: a
+        long-form job's segment, whose items wait while any other request is in the engine
+        (`voxflow.engine.foreground`).
 
         Raises:
             ModelNotFoundError, InvalidRequestError, EngineNotReadyError: bad or early request.
@@ -532,9 +537,16 @@ class Engine:
         state = RequestState(request, seed, voice.sample_rate, sink, self._deadlines,
                              listener_ends_at=listener_ends_at,
                              max_ahead_samples=None if internal else
-                             round(server.max_buffered_audio_s * voice.sample_rate))
+                             round(server.max_buffered_audio_s * voice.sample_rate),
+                             foreground=self.foreground if background else None)
         state.document = document
         state.on_end(self._releaser(request.model, state.id))
+        if background:
+            self.foreground.add_background(state)
+            state.on_end(lambda: self.foreground.remove_background(state))
+        else:
+            self.foreground.enter()
+            state.on_end(self.foreground.leave)
         if not internal:  # a drain that times out ends it as its protocol ends an error
             retry = cfg.retry_after_s
             state.on_end(self.drain.on_abort(

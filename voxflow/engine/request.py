@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from voxflow.engine.foreground import Foreground
 from voxflow.stages.items import RequestInfo
 from voxflow.stages.outputs import WordTiming
 from voxflow.stages.text_feed import TextFeed
@@ -150,6 +151,9 @@ class RequestState:
         max_ahead_samples: how many samples the audio emitted may run ahead of what the
             listener has read (`mark_read`) before the request is `backlogged` and the
             scheduler holds its items (`server.max_buffered_audio_s`); None: no limit.
+        foreground: the engine's `Foreground` for a background request (a long-form job's
+            segment), whose items wait while an interactive request is in the engine; None
+            for an interactive one.
     """
 
     _arrivals = itertools.count()
@@ -163,8 +167,12 @@ class RequestState:
         deadlines: Deadlines | None = None,
         listener_ends_at: float | None = None,
         max_ahead_samples: int | None = None,
+        foreground: Foreground | None = None,
     ):
         self.request = request
+        # Set for a background request (a long-form job's segment): it is held like a backlog
+        # while an interactive request is in the engine (`waits_for_listener`, foreground.py).
+        self.foreground = foreground
         # perf_counter when the audio earlier requests sent to the same listener has played
         # out (a speech stream's next segment), else None: then this request continues that
         # audio and is scheduled as a continuation from its first segment on (`due`).
@@ -273,8 +281,16 @@ class RequestState:
     @property
     def waits_for_listener(self) -> bool:
         """True while the scheduler holds the request for its listener (rule 9): it is
-        `backlogged`, or `parked` without an admission slot until its listener reads on."""
-        return self.parked or self.backlogged
+        `backlogged`, or `parked` without an admission slot until its listener reads on, or a
+        background request while an interactive one is in the engine (`foreground`)."""
+        return (self.parked or self.backlogged
+                or (self.foreground is not None and self.foreground.busy))
+
+    def wake_held(self) -> None:
+        """Wake the queues holding this request's items (`watch_backlog`): the foreground
+        emptied (`Foreground.leave`)."""
+        if not self.waits_for_listener:
+            self._wake_backlog_watchers()
 
     def mark_read(self, samples: int) -> None:
         """The listener took `samples` more samples (called on the event loop as its consumer

@@ -76,7 +76,9 @@ The rules in detail, applied each time a worker asks for work (`StageQueue.next_
    no worker runs them, none wakes for them and no batch decision weighs them. Its listener
    reading again wakes the queues (`RequestState.watch_backlog`). Without it, 4 clients that
    opened long streamed requests and read nothing grew the server by 180 MB in a minute
-   (issue 40): their whole audio was made and kept.
+   (issue 40): their whole audio was made and kept. A background request (a long-form job's
+   segment, `voxflow.engine.foreground`) is held the same way while any interactive request
+   is in the engine, and woken when the last one ends.
 """
 
 from __future__ import annotations
@@ -191,8 +193,9 @@ class StageQueue:
         workers of a queue that serves this one (rule 8)."""
         if self.stage.serial_segments and item.segment > 0:
             item.state.watch_segments(self.wake)  # rule 6: its earlier segments' delivery
-        if item.state.max_ahead_samples is not None:
-            item.state.watch_backlog(self.wake_all)  # rule 9: its listener reads again
+        if item.state.max_ahead_samples is not None or item.state.foreground is not None:
+            item.state.watch_backlog(self.wake_all)  # rule 9: its listener reads again, or
+            # the last interactive request ends (a background one's)
         with self._cond:
             self._seq += 1
             self._items.append((self._seq, item))

@@ -1,11 +1,12 @@
 """Synthesize a job's pending segments through the engine, one at a time, behind interactive
 requests.
 
-The engine has no request priority (its bulk lanes are worker threads, not request classes), so
-a job yields by itself: before each segment it waits until no other request is in flight or
-queued (`Admission`), then submits that one segment as its own request, seeded by
-`segment_seed`. An interactive request that arrives meanwhile waits for at most one segment
-(about `jobs.segment_chars` characters of synthesis).
+A job yields to interactive requests twice: before each segment it waits until no other
+request is in flight or queued (`Admission`) and none has been for `jobs.quiet_s`, then submits
+that one segment as its own background request (`Engine.submit(background=True)`), seeded by
+`segment_seed`; the scheduler holds a background request's items while any interactive request
+is in the engine (`voxflow.engine.foreground`), so an interactive request that arrives meanwhile
+waits for at most the job's run in progress, not its segment.
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ def caption_text(text: str, start: int, end: int) -> str:
 
 
 async def wait_for_idle(engine: Engine) -> None:
-    """Return once the engine holds no request (in flight or queued)."""
-    while engine.admission.outstanding > 0:
+    """Return once the engine holds no request (in flight or queued) and has had no
+    interactive one for `jobs.quiet_s` (`Engine.foreground`)."""
+    while engine.admission.outstanding > 0 or engine.foreground.busy:
         await asyncio.sleep(IDLE_POLL_S)
 
 
@@ -103,7 +105,7 @@ async def synthesize_segment(engine: Engine, job: JobFiles, chapter: int, segmen
     while True:
         await wait_for_idle(engine)
         try:
-            stream = engine.submit(request, internal=internal,
+            stream = engine.submit(request, internal=internal, background=True,
                                    listener_ends_at=time.perf_counter() + SLACK_S)
             break
         except OverloadedError:
