@@ -100,9 +100,12 @@ class StreamSession:
     """
 
     def __init__(self, websocket: WebSocket, engine: Engine, settings: Settings,
-                 request_id: str) -> None:
+                 request_id: str, app_state: Any = None) -> None:
         self.ws = websocket
         self.engine = engine
+        # the app's state (`refresh_if_unknown`: saved voices made on another replica); None
+        # where the session is not the HTTP app's (Wyoming's streaming synthesis)
+        self.app_state = app_state
         self.max_chars = settings.server.max_input_chars
         self.wait_s = settings.server.stream_clause_wait_s
         self.max_unspoken_chars = MAX_UNSPOKEN_INPUTS * self.max_chars
@@ -227,7 +230,8 @@ class StreamSession:
         """Check the config as a speech body is checked; start the speaker."""
         self.access.model, self.access.voice = config.model, config.voice_id
         self.access.fmt = config.response_format
-        await refresh_if_unknown(self.ws.app.state, config.model, config.voice_id)  # replicas
+        if self.app_state is not None:  # a voice made on another replica a moment ago
+            await refresh_if_unknown(self.app_state, config.model, config.voice_id)
         request = self.engine.resolve(SpeechRequest(
             config.model, "", config.voice_id, config.speed, config.seed,
             language=config.language, timestamps=config.timestamps,
@@ -473,7 +477,8 @@ async def speech_stream(websocket: WebSocket) -> None:
     gauge = engine.metrics.speech_streams
     gauge.inc()
     try:
-        await StreamSession(websocket, engine, settings, request_id).run()
+        await StreamSession(websocket, engine, settings, request_id,
+                            app_state=websocket.app.state).run()
     finally:
         gauge.dec()
 
