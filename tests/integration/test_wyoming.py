@@ -176,7 +176,9 @@ def test_a_oneshot_is_the_http_audio_with_one_audio_stop(multi_server, transcrib
     # unseeded: another draw of the same sentence; the same length within 15%
     assert abs(samples.size / http_samples.size - 1) < 0.15
     heard = normalize_for_wer(transcribe(samples.astype(np.float32) / 32768, rate))
-    assert jiwer.wer(normalize_for_wer(TEXT), heard) <= 0.25, heard
+    # Whisper tiny on an unseeded draw: up to 5 of the 15 words (a CI run heard "the little red
+    # kites are called twice ... then its settled", 4 wrong); another text would be near 1.
+    assert jiwer.wer(normalize_for_wer(TEXT), heard) <= 0.34, heard
 
 
 def test_a_oneshot_is_a_streamed_engine_request_sent_chunk_by_chunk(multi_server, monkeypatch):
