@@ -44,12 +44,7 @@ from voxflow.models.cosyvoice3.token2wav import (  # noqa: E402
 def calls_of(prompt_tokens: int, n_tokens: int) -> list[int]:
     """Token counts (target tokens, lookahead included) of the segment's streamed calls."""
     schedule = HopSchedule(Token2WavConfig.tiny(), prompt_tokens)
-    calls = []
-    for n in range(1, n_tokens + 1):
-        if schedule.due(n):
-            calls.append(schedule.offset + schedule.this_hop + schedule.lookahead)
-            schedule.advance()
-    return calls
+    return [n for k in range(1, n_tokens + 1) for n, _, _ in schedule.take_due(k)]
 
 
 @torch.inference_mode()

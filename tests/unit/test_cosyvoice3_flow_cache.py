@@ -63,12 +63,7 @@ def max_diff(a: Any, b: Any) -> float:
 def hop_calls(prompt: FlowPrompt, n_tokens: int) -> list[int]:
     """Token counts of the streamed calls the §9.7 schedule makes as tokens arrive one by one."""
     schedule = HopSchedule(Token2WavConfig.tiny(), prompt.prompt_token.shape[1])
-    calls = []
-    for n in range(1, n_tokens + 1):
-        if schedule.due(n):
-            calls.append(schedule.offset + schedule.this_hop + schedule.lookahead)
-            schedule.advance()
-    return calls
+    return [n for k in range(1, n_tokens + 1) for n, _, _ in schedule.take_due(k)]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -127,6 +127,16 @@ class HopSchedule:
         """Whether `n_tokens` filtered tokens meet the trigger (spec §9.7 item 2)."""
         return n_tokens - self.offset >= self.this_hop + self.lookahead
 
+    def take_due(self, n_tokens: int) -> list[tuple[int, int, int]]:
+        """Every chunk `n_tokens` filtered tokens make due, in order, advancing past each:
+        (tokens the flow call gets, lookahead included; offset before it; its hop)."""
+        chunks = []
+        while self.due(n_tokens):
+            offset, hop = self.offset, self.this_hop
+            chunks.append((offset + hop + self.lookahead, offset, hop))
+            self.advance()
+        return chunks
+
     def advance(self) -> int:
         """After a chunk: offset += this_hop; hop = min(max, hop · scale). Returns the old
         this_hop (the chunk's hop)."""
@@ -336,11 +346,8 @@ class Token2WavSegment:
                 self.tokens.append(token)
         jobs: list[Token2WavJob] = []
         if self.mode == "streaming":
-            while self.schedule.due(len(self.tokens)):
-                offset, hop = self.schedule.offset, self.schedule.this_hop
-                n = offset + hop + self.schedule.lookahead
-                jobs.append(self._job("chunk", n, offset, hop))
-                self.schedule.advance()
+            jobs += [self._job("chunk", n, offset, hop)
+                     for n, offset, hop in self.schedule.take_due(len(self.tokens))]
         if final:
             kind: JobKind = "final" if self.mode == "streaming" else "offline"
             jobs.append(self._job(kind, len(self.tokens), self.schedule.offset, None))
