@@ -354,7 +354,7 @@ class CosyVoice3Token2WavStage(HoldsRequestStates, Stage):
                 return [self._without_flow(item, plan, exc) for item, plan in zip(batch, plans,
                                                                                  strict=True)]
             out: list = []
-            for plan in plans:
+            for item, plan in zip(batch, plans, strict=True):
                 if isinstance(plan, BaseException):
                     out.append(plan)
                     continue
@@ -365,7 +365,7 @@ class CosyVoice3Token2WavStage(HoldsRequestStates, Stage):
                     own = [segment.solve_cached(job) if job.cached else mel
                            for job, mel in zip(jobs, batched, strict=True)]
                 except Exception as exc:  # noqa: BLE001 (this item fails, not its batch-mates)
-                    out.append(exc)
+                    out.append(self._without_flow(item, plan, exc))  # its segment dropped
                     continue
                 out.append(self._audio(segment.complete(jobs, own)))
             return out
