@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
+from killed_job import run_killed_after_first_segment
 
 from voxflow.cli import main
-from voxflow.jobs.store import JobFiles
 
 TABLE = "tˈeɪbəl"  # espeak-ng's IPA for "table"
 ENTRIES = {"entries": [{"word": "Zorbleck", "phonemes": TABLE},
@@ -133,10 +133,6 @@ def test_bad_values_are_one_line_errors_naming_them(
 BOOK = "# One\n\nThe colour of the first part. It has two sentences.\n\n# Two\n\nA Zorbleck.\n"
 
 
-class Interrupted(Exception):
-    """Stands for a kill after the first segment."""
-
-
 def test_speak_long_reads_with_the_lexicon_and_resumes_only_with_the_same_one(
         base: list[str], tmp_path: Path, capsys: pytest.CaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,17 +147,8 @@ def test_speak_long_reads_with_the_lexicon_and_resumes_only_with_the_same_one(
     with_lexicon = [*long, "-f", str(book), "--lexicon", str(lexicon)]
     assert speak(with_lexicon, tmp_path / "lexed.wav") == expected
     # interrupted after its first segment, then rerun with the lexicon changed: refused
-    real_write = JobFiles.write_segment
-
-    def write_then_die(self, chapter, segment, samples, words=None):
-        real_write(self, chapter, segment, samples, words)
-        raise Interrupted
-
-    monkeypatch.setattr(JobFiles, "write_segment", write_then_die)
     out = tmp_path / "resumed.wav"
-    with pytest.raises(Interrupted):
-        main([*with_lexicon, "-o", str(out)])
-    monkeypatch.setattr(JobFiles, "write_segment", real_write)
+    run_killed_after_first_segment(monkeypatch, [*with_lexicon, "-o", str(out)])
     lexicon.write_text(json.dumps({"entries": [{"word": "colour", "respelling": "blue"}]}))
     capsys.readouterr()
     assert main([*with_lexicon, "-o", str(out)]) == 2

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import soundfile as sf
+from killed_job import Interrupted, run_killed_after_first_segment
 
 from voxflow.cli import main
 from voxflow.jobs.store import JobFiles
@@ -37,28 +38,15 @@ def test_speak_long_writes_the_whole_book_and_removes_its_job(
     assert f"wrote {out}:" in capsys.readouterr().err
 
 
-class Interrupted(Exception):
-    """Stands for a kill after the first segment."""
-
-
 def test_speak_long_resumes_to_the_bytes_of_an_uninterrupted_run(
         argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
     straight = tmp_path / "straight.wav"
     assert main([*argv, "-o", str(straight)]) == 0
-    real_write = JobFiles.write_segment
-
-    def write_then_die(self, chapter, segment, samples, words=None):
-        real_write(self, chapter, segment, samples, words)
-        raise Interrupted
-
-    monkeypatch.setattr(JobFiles, "write_segment", write_then_die)
     resumed = tmp_path / "resumed.wav"
-    with pytest.raises(Interrupted):
-        main([*argv, "-o", str(resumed)])
+    run_killed_after_first_segment(monkeypatch, [*argv, "-o", str(resumed)])
     assert not resumed.exists()
     assert len(JobFiles.load(Path(f"{resumed}.job")).done) == 1
-    monkeypatch.setattr(JobFiles, "write_segment", real_write)
     capsys.readouterr()
     assert main([*argv, "-o", str(resumed)]) == 0
     assert "resuming: 1 segments already done" in capsys.readouterr().err
