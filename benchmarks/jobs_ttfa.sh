@@ -27,7 +27,7 @@ BENCH=(bench run --url "$URL" --case line --concurrency 1 --per-level 20 --repea
        --stream --format pcm)
 echo "== idle server"
 $VOXFLOW "${BENCH[@]}" --out "$OUT/idle.json" | tail -3
-.venv/bin/python - "$URL" <<'PY'
+.venv/bin/python - "$URL" "$OUT/job-id" <<'PY'
 import json, sys, pathlib, httpx
 text = "\n".join([pathlib.Path("benchmarks/data/sentences.txt").read_text()] * 200)
 model = httpx.get(f"{sys.argv[1]}/v1/models").json()["data"][0]
@@ -36,10 +36,10 @@ r = httpx.post(f"{sys.argv[1]}/v1/audio/jobs", json={"model": model["id"], "inpu
                "response_format": "mp3"}, timeout=30)
 if r.status_code != 201:
     sys.exit(f"POST /v1/audio/jobs: {r.status_code} {r.text}")
-pathlib.Path("/tmp/voxflow-jobs-ttfa-id").write_text(r.json()["id"])
+pathlib.Path(sys.argv[2]).write_text(r.json()["id"])
 print(f"job {r.json()['id']}: {len(text)} characters")
 PY
-JOB=$(cat /tmp/voxflow-jobs-ttfa-id)
+JOB=$(cat "$OUT/job-id")
 sleep 2
 echo "== while job $JOB runs"
 $VOXFLOW "${BENCH[@]}" --allow-busy --idle-timeout 1 --out "$OUT/busy.json" | tail -3
