@@ -477,6 +477,20 @@ class CacheSettings(_Strict):
         description="Largest response body stored, in bytes (4 MiB: about 2 minutes of 16 kHz "
         "WAV); a larger response is sent and not kept.",
     )
+    disk_directory: Path | None = Field(
+        None,
+        description="Folder of the cache's disk tier (docs/api.md, Audio cache): every stored "
+        "response is also written there (one file each, atomically), a response not in memory "
+        "is answered from it, and it is read back at start-up, so the cache survives a "
+        "restart. One server process per folder. Created if missing; a folder that cannot be "
+        "written stops start-up. null = memory only.",
+    )
+    disk_max_bytes: int = Field(
+        1 << 30, ge=1,
+        description="Bytes of files the disk tier holds at most (1 GiB), each file counted "
+        "whole (body and header); the least recently used go first. Not in the memory budget. "
+        "Only with `disk_directory`.",
+    )
 
     @model_validator(mode="after")
     def _entry_fits(self) -> CacheSettings:
@@ -484,6 +498,10 @@ class CacheSettings(_Strict):
             raise ValueError(
                 f"max_entry_bytes ({self.max_entry_bytes}) must be at most max_bytes "
                 f"({self.max_bytes}): an entry that size could never be kept")
+        if self.disk_directory is not None and self.max_entry_bytes > self.disk_max_bytes:
+            raise ValueError(
+                f"max_entry_bytes ({self.max_entry_bytes}) must be at most disk_max_bytes "
+                f"({self.disk_max_bytes}): an entry that size could never be kept on disk")
         return self
 
 

@@ -261,3 +261,17 @@ def test_the_audio_cache_section_defaults_and_refusals():
     assert "max_entry_bytes (2000) must be at most max_bytes (1000)" in message
     assert "cache.max_entry_bytes" in _error(None, {"cache.max_entry_bytes": 0})
     assert load_settings(None, {"cache.max_bytes": 0}).cache.max_bytes == 0  # stores nothing
+
+
+def test_the_audio_cache_disk_tier_is_off_by_default_and_must_fit_an_entry(tmp_path):
+    cache = load_settings(None, {}).cache
+    assert (cache.disk_directory, cache.disk_max_bytes) == (None, 1 << 30)
+    on = load_settings(None, {"cache.disk_directory": str(tmp_path),
+                              "cache.disk_max_bytes": 8 << 20}).cache
+    assert (on.disk_directory, on.disk_max_bytes) == (tmp_path, 8 << 20)
+    assert "cache.disk_max_bytes" in _error(None, {"cache.disk_max_bytes": 0})
+    message = _error(None, {"cache.disk_directory": str(tmp_path), "cache.disk_max_bytes": 1000,
+                            "cache.max_entry_bytes": 2000})
+    assert "max_entry_bytes (2000) must be at most disk_max_bytes (1000)" in message
+    # without a folder the disk bound is unused, so it does not have to fit an entry
+    assert load_settings(None, {"cache.disk_max_bytes": 1000}).cache.disk_max_bytes == 1000
