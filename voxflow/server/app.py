@@ -37,6 +37,7 @@ redirected: ``/v1/audio/speech/`` is a 404 like any unknown route.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import asynccontextmanager
 from functools import partial
@@ -61,6 +62,7 @@ from voxflow.server.auth import (
 )
 from voxflow.server.body_limit import BodyLimitMiddleware
 from voxflow.server.cors import OpenAICORSMiddleware
+from voxflow.server.disk_cache import DiskCacheError
 from voxflow.server.draining import DrainMiddleware
 from voxflow.server.errors import install_error_handlers
 from voxflow.server.jobs import (
@@ -215,8 +217,18 @@ def install_job_routes(app: FastAPI) -> None:
 def install_audio_cache(settings: Settings, engine: Engine) -> AudioCache | None:
     """The audio cache of `settings` (None when off): responses whose audio is fixed,
     answered again from memory (`voxflow.server.audio_cache`), counted on ``/metrics``, and
-    its entries read with a lexicon dropped when the lexicon changes or is deleted."""
-    cache = AudioCache.from_settings(settings.cache)
+    its entries read with a lexicon dropped when the lexicon changes or is deleted; with
+    ``cache.disk_directory``, its disk tier read back from the folder.
+
+    Raises:
+        ConfigError: ``cache.disk_directory`` cannot be created, listed or written (one line
+            naming the folder; `voxflow serve` exits 2 before loading any model, as for an
+            unreadable lexicons folder).
+    """
+    try:
+        cache = AudioCache.from_settings(settings.cache, settings.models)
+    except DiskCacheError as exc:
+        raise ConfigError(f"cache.disk_directory: {exc}") from None
     if cache is not None:
         engine.metrics.registry.register(AudioCacheCollector(cache))
 
@@ -225,6 +237,13 @@ def install_audio_cache(settings: Settings, engine: Engine) -> AudioCache | None
 
         engine.lexicons.store.add_listener(lexicon_changed)
     return cache
+
+
+async def close_audio_cache(cache: AudioCache | None) -> None:
+    """Write the entries still queued for the cache's disk tier and stop its writer (in a
+    worker thread: the writes fsync); nothing without a cache."""
+    if cache is not None:
+        await asyncio.to_thread(cache.close)
 
 
 def create_app(settings: Settings, engine: Engine | None = None, *,
@@ -288,6 +307,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
             if wyoming is not None:
                 await wyoming.stop()
             engine.stop()
+            await close_audio_cache(app.state.audio_cache)
 
     # redirect_slashes=False: `/v1/audio/speech/` is a 404 in our shape, not a 307 that
     # clients follow as a GET or not at all. FastAPIOffline: /docs and /redoc load Swagger UI

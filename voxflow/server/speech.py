@@ -357,7 +357,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     voice_rate = checked.family.voices[checked.request.voice].sample_rate
     rate = delivered_rate(body.response_format, voice_rate, body.sample_rate)
     cache = getattr(request.app.state, "audio_cache", None)
-    found = speech_cache.lookup(cache, request, body, checked, mode, rate)
+    found = await speech_cache.lookup(cache, request, body, checked, mode, rate)
     access: AccessRecord | None = getattr(request.state, "access", None)
     if access is not None:
         access.cache = found.outcome

@@ -3,10 +3,11 @@
 
 After the request is checked (`Engine.check`: every 4xx first, cache or not), `lookup` decides:
 ``bypass`` when its audio is not fixed (`CheckedRequest.fixed_audio`) or the client sent
-``Cache-Control: no-store`` (nothing read, nothing stored); otherwise ``hit`` (the stored body
-is sent at once, `hit_response`) or ``miss`` (synthesized; a `Recorder` keeps the body as it is
-sent and stores it once the response has ended complete). ``X-Voxflow-Cache`` says which; with
-the cache off (``cache.enabled: false``) there is no lookup and no header.
+``Cache-Control: no-store`` (nothing read, nothing stored); otherwise ``hit`` (the stored body,
+from memory or the disk tier, is sent at once, `hit_response`) or ``miss`` (synthesized; a
+`Recorder` keeps the body as it is sent and stores it once the response has ended complete).
+``X-Voxflow-Cache`` says which; with the cache off (``cache.enabled: false``) there is no
+lookup and no header.
 """
 
 from __future__ import annotations
@@ -69,16 +70,17 @@ class Lookup:
     entry: CachedResponse | None = None
 
 
-def lookup(cache: AudioCache | None, request: Request, body: SpeechBody,
-           checked: CheckedRequest, mode: Mode, rate: int) -> Lookup:
+async def lookup(cache: AudioCache | None, request: Request, body: SpeechBody,
+                 checked: CheckedRequest, mode: Mode, rate: int) -> Lookup:
     """Look `body`'s response up in `cache` (None: the cache is off), unless its audio is not
-    fixed or the client said ``no-store`` (then ``bypass``: no read, no write)."""
+    fixed or the client said ``no-store`` (then ``bypass``: no read, no write). Memory first,
+    then the disk tier if any, read in a worker thread (`AudioCache.fetch`)."""
     if cache is None:
         return Lookup()
     if not checked.fixed_audio or no_store(request):
         return Lookup("bypass")
     key = cache_key(cache, body, checked, mode, rate)
-    entry = cache.get(key)
+    entry = await cache.fetch(key)
     return Lookup("miss" if entry is None else "hit", key, entry)
 
 
