@@ -63,6 +63,13 @@ def test_the_default_config_changes_nothing(caplog) -> None:
     assert changed_settings(load_settings(str(REPO / "configs" / "multi.yaml"))) == {}
 
 
+def test_the_audio_cache_settings_are_named_when_changed() -> None:
+    settings = load_settings(None, {"cache.disk_directory": "audio-cache",
+                                    "cache.max_bytes": 8 << 20})
+    assert changed_settings(settings) == {"cache.disk_directory": "audio-cache",
+                                          "cache.max_bytes": 8 << 20}
+
+
 def test_at_debug_every_setting_is_logged_as_json(caplog) -> None:
     records = serve_records(caplog, "--set", "server.log_level=debug")
     info = [r.getMessage() for r in records if r.levelno == logging.INFO]

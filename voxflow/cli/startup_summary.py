@@ -16,7 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from voxflow.config import EngineSettings, ServerSettings, Settings, WyomingSettings
+from voxflow.config import (
+    CacheSettings,
+    EngineSettings,
+    ServerSettings,
+    Settings,
+    WyomingSettings,
+)
 from voxflow.logging_setup import SETTINGS_JSON_ENV
 from voxflow.ray.settings import RaySettings
 
@@ -45,15 +51,16 @@ def _dump(model: BaseModel | dict) -> Any:
 
 
 def changed_settings(settings: Settings) -> dict[str, Any]:
-    """Dotted key -> value of each setting that differs from its default: the server, engine
-    and wyoming sections, the ``ray:`` section (validated), and each model's options against its
-    family's defaults. API keys are counted, never shown."""
+    """Dotted key -> value of each setting that differs from its default: the server, engine,
+    wyoming and cache sections, the ``ray:`` section (validated), and each model's options
+    against its family's defaults. API keys are counted, never shown."""
     now: dict[str, Any] = {}
     default: dict[str, Any] = {}
     sections: list[tuple[str, Any, Any]] = [
         ("server", settings.server, ServerSettings()),
         ("engine", settings.engine, EngineSettings()),
         ("wyoming", settings.wyoming, WyomingSettings()),
+        ("cache", settings.cache, CacheSettings()),
         ("ray", RaySettings.model_validate(settings.ray), RaySettings()),
     ]
     for i, model in enumerate(settings.models):
