@@ -482,8 +482,9 @@ class CacheSettings(_Strict):
         description="Folder of the cache's disk tier (docs/api.md, Audio cache): every stored "
         "response is also written there (one file each, atomically), a response not in memory "
         "is answered from it, and it is read back at start-up, so the cache survives a "
-        "restart. One server process per folder. Created if missing; a folder that cannot be "
-        "written stops start-up. null = memory only.",
+        "restart. One server process per folder (refused with Ray Serve, whose replicas would "
+        "share it). Created if missing; a folder that cannot be written stops start-up. "
+        "null = memory only.",
     )
     disk_max_bytes: int = Field(
         1 << 30, ge=1,

@@ -49,6 +49,14 @@ def test_a_target_above_what_a_replica_takes_is_refused_on_the_ray_path():
         deployment_options(settings)
 
 
+def test_the_cache_disk_tier_is_refused_on_the_ray_path(tmp_path):
+    settings = load_settings(CONFIG, {"cache.disk_directory": str(tmp_path)})
+    with pytest.raises(ConfigError, match="cache.disk_directory is not supported with Ray"):
+        deployment_options(settings)
+    off = load_settings(CONFIG, {"cache.disk_directory": str(tmp_path), "cache.enabled": False})
+    assert deployment_options(off)["name"]  # a cache that is off uses no folder
+
+
 def test_the_serve_run_builder_reads_the_file_and_overrides():
     assert isinstance(build({"config": str(CONFIG), "ray.max_replicas": "3"}), Application)
     with pytest.raises(ConfigError, match="max_replicas"):

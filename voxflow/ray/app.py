@@ -83,10 +83,18 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
     Raises:
         ConfigError: ``ray.target_ongoing_requests`` is more than a replica takes at once
             (``ray.max_ongoing_requests``, else ``engine.max_inflight_requests``), or
-            ``ray.replica_gpus`` does not fit the models' devices (`check_gpus`).
+            ``ray.replica_gpus`` does not fit the models' devices (`check_gpus`), or
+            ``cache.disk_directory`` is set (every replica would use the one folder, each
+            with its own index and bound: their deletes and evictions would undo each
+            other's).
     """
     ray = ray_settings(settings)
     check_gpus(settings, ray)
+    if settings.cache.enabled and settings.cache.disk_directory is not None:
+        raise ConfigError(
+            "invalid configuration: cache.disk_directory is not supported with Ray Serve: "
+            "every replica would share the one folder; set it to null (each replica keeps "
+            "its cache in memory)")
     ongoing = ray.ongoing_limit(settings.engine.max_inflight_requests)
     if ongoing < ray.target_ongoing_requests:
         raise ConfigError(
