@@ -354,12 +354,18 @@ def test_saved_voices_survive_a_restart_and_audio_needs_the_prompt_models(
         second.stop()
 
 
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "memory+disk"])
 def test_deleting_a_voice_drops_its_cached_audio_and_a_re_created_one_misses(server,
-                                                                               monkeypatch):
+                                                                               monkeypatch,
+                                                                               tmp_path,
+                                                                               on_disk):
     from voxflow.server.audio_cache import AudioCache
+    from voxflow.server.disk_cache import DiskCache
 
-    cache = AudioCache(max_bytes=8 << 20, max_entry_bytes=4 << 20)
-    monkeypatch.setattr(server.app.state, "audio_cache", cache)  # the module's server has none
+    disk = DiskCache(tmp_path, 64 << 20, 4 << 20, "test") if on_disk else None
+    cache = AudioCache(max_bytes=8 << 20, max_entry_bytes=4 << 20, disk=disk)
+    # the module's server has none (and undoing the patch deletes starlette State attributes)
+    monkeypatch.setattr(server.app.state, "audio_cache", cache, raising=False)
     assert create(server.url, "carol", features=features_file()).status_code == 200
     first = speak(server.url, "random-carol", stream=False)
     again = speak(server.url, "random-carol", stream=False)
@@ -367,9 +373,14 @@ def test_deleting_a_voice_drops_its_cached_audio_and_a_re_created_one_misses(ser
     assert [r.headers["x-voxflow-cache"] for r in (first, again, builtin)] == \
         ["miss", "hit", "miss"]
     assert again.content == first.content and len(cache) == 2
+    assert cache.flush()
+    assert len(list(tmp_path.glob("*.vfc"))) == (2 if on_disk else 0)
     assert delete(server.url, "random-carol").status_code == 200
     assert len(cache) == 1 and cache.nbytes == len(builtin.content)  # the built-in stays
+    if disk is not None:  # its file went too; the built-in's stays
+        assert len(disk) == 1 and len(list(tmp_path.glob("*.vfc"))) == 1
     assert create(server.url, "carol", features=features_file()).status_code == 200
     after = speak(server.url, "random-carol", stream=False)
     assert after.headers["x-voxflow-cache"] == "miss" and after.content == first.content
     assert delete(server.url, "random-carol").status_code == 200
+    cache.close()

@@ -307,7 +307,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *,
             if wyoming is not None:
                 await wyoming.stop()
             engine.stop()
-            await close_audio_cache(app.state.audio_cache)
+            await close_audio_cache(getattr(app.state, "audio_cache", None))
 
     # redirect_slashes=False: `/v1/audio/speech/` is a 404 in our shape, not a 307 that
     # clients follow as a GET or not at all. FastAPIOffline: /docs and /redoc load Swagger UI
