@@ -99,3 +99,35 @@ def test_readme_gives_each_steps_limit_and_the_budget() -> None:
     table = dict(re.findall(r"^\| `([\w-]+)` \| (\d+) s \|", text, re.M))
     assert table == {step.name: str(step.limit_s) for step in STEPS}
     assert f"{BUDGET_S} s budget" in text
+
+
+def test_bistream_step_helpers() -> None:
+    """`bistream_served.py`'s text, per-level record and verdict (no server, no torch)."""
+    import math
+
+    from bistream_served import MODES, case_text, level_ok, level_record, step_ok
+
+    from voxflow.bench.metrics import level_stats
+    from voxflow.bench.timeline import Timeline
+
+    two = case_text(2)
+    assert two.startswith("The lighthouse keeper") and two.endswith("kitchen window.")
+    assert two.count(".") == 2 and len(case_text(0).split()) > len(two.split())
+    answered = Timeline(0, sent=0.0, sample_rate=24000)
+    answered.add(0.3, 24000)
+    answered.add(1.2, 24000)
+    answered.done = 1.3
+    silent = Timeline(0, sent=0.0, sample_rate=24000)
+    silent.done = 2.0
+    good = level_record(level_stats(1, [answered]))
+    assert good["ttfa_p50"] == 0.3 and good["stall_rate"] == 0.0 and level_ok(good)
+    bad = level_record(level_stats(1, [silent]))
+    assert bad["ttfa_p50"] is None and bad["errors_by_kind"] == {"no_audio": 1}
+    assert not level_ok(bad) and not any(isinstance(v, float) and math.isnan(v)
+                                         for v in bad.values())
+    record = {"modes": {name: {"c1": good, "c4": good} for name, _ in MODES}}
+    assert step_ok(record, [1, 4])
+    assert not step_ok(record, [1, 4, 8])  # a level not measured fails the step
+    assert not step_ok({**record, "error": "ServerFailed: ..."}, [1, 4])
+    record["modes"]["per-sentence"]["c4"] = {"skipped": "5 s left"}
+    assert not step_ok(record, [1, 4])
