@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check in one call (issue 37): on the bare GPU machine, install the carried wheels
 # (benchmarks/gpu/wheels.sh made them) into a scratch folder, put it and the checkout on
-# PYTHONPATH, and run benchmarks/gpu/run.py with the machine's own python3: six steps, each
-# under its own time limit, about 8 minutes in all, one summary table, one JSON ($OUT/gpu.json).
+# PYTHONPATH, and run benchmarks/gpu/run.py with the machine's own python3: seven steps, each
+# under its own time limit, about 9 minutes in all, one summary table, one JSON ($OUT/gpu.json).
 #
 #   benchmarks/gpu/run.sh                    # on the GPU machine (benchmarks/gpu/README.md)
 #   benchmarks/gpu/run.sh --only cv3-serve   # some steps again

@@ -119,6 +119,71 @@ def served_rows(steps: dict[str, Any]) -> list[Row]:
     return rows
 
 
+BISTREAM_MODES = ("fed", "per-sentence")
+"""`bistream_served.MODES`' names (that module imports voxflow; this one must not)."""
+
+BISTREAM_GOAL = "every session audio, no error"
+FED_FIRST = "fed first (CPU tiny: 0.30 vs 0.72 s)"
+
+
+def _bistream_figure(level: dict[str, Any]) -> tuple[str, bool]:
+    """One (mode, level) record as a figure and whether it meets `BISTREAM_GOAL`."""
+    if "skipped" in level or "error" in level:
+        return str(level.get("skipped") or level.get("error"))[:80], False
+    p50: Any = level.get("ttfa_p50")
+    p95: Any = level.get("ttfa_p95")
+    rate: Any = level.get("audio_s_per_s")
+    stall: Any = level.get("stall_rate")
+    numbers = all(isinstance(v, int | float) for v in (p50, p95, rate, stall))
+    figure = (f"TTFA p50 {1000 * p50:.0f} ms p95 {1000 * p95:.0f} ms, {rate:.2f} audio-s/s, "
+              f"stall rate {stall:.0%}, ok {level.get('ok')}/{level.get('requests')}"
+              if numbers else f"no first audio, ok {level.get('ok')}/{level.get('requests')}")
+    requests = level.get("requests")
+    ok = (numbers and isinstance(requests, int) and requests > 0 and level.get("errors") == 0
+          and level.get("ok") == requests)
+    if level.get("errors"):
+        figure += f", errors {level.get('errors_by_kind')}"
+    return figure, ok
+
+
+def bistream_rows(steps: dict[str, Any]) -> list[Row]:
+    """The cv3-bistream step: start-up, one row per (mode, level) with its TTFA p50/p95,
+    audio-s/s, stall rate and sessions answered (goal: every session audio, no error), and per
+    level fed against per-sentence first audio: alone, fed must come first (issue 43's point:
+    first audio after the first words; no GPU anchor, the CPU tiny figures beside it); under
+    load the ratio is shown without a verdict."""
+    part = _part(steps, "cv3-bistream") or {}
+    modes = part.get("modes")
+    if not isinstance(modes, dict) or not modes:
+        why = part.get("error") or _missing(steps, "cv3-bistream")
+        return [["CosyVoice3 WS fed vs per-sentence", str(why)[:80], BISTREAM_GOAL, "n/a"]]
+    rows: list[Row] = [["CosyVoice3 WS start-up (bistream step)",
+                        f"{part.get('ready_s')} s, GPU memory "
+                        f"{part.get('gpu_memory_used_mib')} MiB; {part.get('words')} words at "
+                        f"{part.get('words_per_s')}/s", "", "n/a"]]
+    levels = list(dict.fromkeys(key for mode in modes.values() for key in mode))
+    for key in levels:
+        first: dict[str, Any] = {}
+        for name in BISTREAM_MODES:
+            level = (modes.get(name) or {}).get(key)
+            if level is None:
+                rows.append([f"CosyVoice3 WS {name} {key}", "not run", BISTREAM_GOAL, "MISSES"])
+                continue
+            figure, ok = _bistream_figure(level)
+            rows.append([f"CosyVoice3 WS {name} {key}", figure, BISTREAM_GOAL, _verdict(ok)])
+            first[name] = level.get("ttfa_p50")
+        fed, per = first.get("fed"), first.get("per-sentence")
+        if isinstance(fed, int | float) and isinstance(per, int | float) and per > 0:
+            rows.append([f"CosyVoice3 WS first audio {key}: fed / per-sentence",
+                         f"{1000 * fed:.0f} / {1000 * per:.0f} ms ({fed / per:.2f}x)",
+                         FED_FIRST if key == "c1" else "",
+                         _verdict(fed < per) if key == "c1" else "n/a"])
+    if part.get("error"):
+        rows.append(["CosyVoice3 WS fed vs per-sentence", str(part["error"])[:80],
+                     BISTREAM_GOAL, "MISSES"])
+    return rows
+
+
 def codec_rows(steps: dict[str, Any]) -> list[Row]:
     part = _part(steps, "nanocodec")
     streamed = (part or {}).get("streamed")
@@ -162,7 +227,8 @@ def summary_rows(steps: dict[str, Any], dry_run: bool = False) -> list[Row]:
     anchors read "dry run"."""
     rows = [[name, step.get("status", "?"), f"{step.get('seconds', 0)} s", ""]
             for name, step in steps.items()]
-    for build in (torch_rows, parity_rows, solve_rows, served_rows, codec_rows, magpie_rows):
+    for build in (torch_rows, parity_rows, solve_rows, served_rows, bistream_rows, codec_rows,
+                  magpie_rows):
         try:
             rows += build(steps)
         except Exception as exc:  # noqa: BLE001 (a malformed part must not lose the table)

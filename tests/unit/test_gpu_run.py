@@ -99,3 +99,99 @@ def test_readme_gives_each_steps_limit_and_the_budget() -> None:
     table = dict(re.findall(r"^\| `([\w-]+)` \| (\d+) s \|", text, re.M))
     assert table == {step.name: str(step.limit_s) for step in STEPS}
     assert f"{BUDGET_S} s budget" in text
+
+
+def _level(ttfa: float | None = 0.3, ok: int = 4, requests: int = 4,
+           errors_by_kind: dict | None = None) -> dict:
+    errors = sum((errors_by_kind or {}).values())
+    return {"requests": requests, "ok": ok, "errors": errors,
+            "errors_by_kind": errors_by_kind or {}, "ttfa_p50": ttfa,
+            "ttfa_p95": None if ttfa is None else ttfa + 0.05, "audio_s_per_s": 8.5,
+            "rtf_p50": 0.4, "stall_rate": 0.25, "stalls": 1}
+
+
+def _bistream(fed_c1: dict, per_c1: dict, **extra: object) -> dict:
+    part = {"ready_s": 12.3, "gpu_memory_used_mib": None, "words": 26, "words_per_s": 20.0,
+            "modes": {"fed": {"c1": fed_c1, "c4": _level()},
+                      "per-sentence": {"c1": per_c1, "c4": _level(ttfa=0.8)}}, **extra}
+    return {"cv3-bistream": {"status": "ok", "part": part}}
+
+
+def test_bistream_rows_give_each_mode_and_level_and_the_lone_comparison() -> None:
+    from summary import BISTREAM_GOAL, bistream_rows
+
+    rows = bistream_rows(_bistream(_level(0.298, 1, 1), _level(0.713, 1, 1)))
+    assert rows[0] == ["CosyVoice3 WS start-up (bistream step)",
+                       "12.3 s, GPU memory None MiB; 26 words at 20.0/s", "", "n/a"]
+    by_name = {row[0]: row for row in rows}
+    assert by_name["CosyVoice3 WS fed c1"] == [
+        "CosyVoice3 WS fed c1",
+        "TTFA p50 298 ms p95 348 ms, 8.50 audio-s/s, stall rate 25%, ok 1/1",
+        BISTREAM_GOAL, "meets"]
+    assert by_name["CosyVoice3 WS per-sentence c4"][3] == "meets"
+    lone = by_name["CosyVoice3 WS first audio c1: fed / per-sentence"]
+    assert lone[1] == "298 / 713 ms (0.42x)" and lone[3] == "meets"
+    # under load the ratio is shown without a verdict
+    assert by_name["CosyVoice3 WS first audio c4: fed / per-sentence"][3] == "n/a"
+    # fed later than per-sentence alone misses issue 43's point
+    late = bistream_rows(_bistream(_level(0.9, 1, 1), _level(0.7, 1, 1)))
+    assert [r[3] for r in late if r[0].endswith("c1: fed / per-sentence")] == ["MISSES"]
+
+
+def test_bistream_rows_fail_a_level_with_an_error_no_audio_or_a_skip() -> None:
+    from summary import bistream_rows
+
+    steps = _bistream(_level(ok=3, errors_by_kind={"timeout": 1}),
+                      _level(ttfa=None, ok=0, errors_by_kind={"no_audio": 4}))
+    skipped = {"skipped": "5 s left of the step's deadline"}
+    steps["cv3-bistream"]["part"]["modes"]["fed"]["c4"] = skipped
+    by_name = {row[0]: row for row in bistream_rows(steps)}
+    fed = by_name["CosyVoice3 WS fed c1"]
+    assert fed[3] == "MISSES" and fed[1].endswith("ok 3/4, errors {'timeout': 1}")
+    per = by_name["CosyVoice3 WS per-sentence c1"]
+    assert per[3] == "MISSES" and per[1].startswith("no first audio, ok 0/4")
+    assert by_name["CosyVoice3 WS fed c4"][1:] == ["5 s left of the step's deadline",
+                                                   "every session audio, no error", "MISSES"]
+    assert "CosyVoice3 WS first audio c1: fed / per-sentence" not in by_name
+
+
+def test_bistream_rows_name_a_missing_step_and_keep_their_verdicts_in_a_dry_run() -> None:
+    rows = summary_rows({"cv3-bistream": {"status": "timed out", "seconds": 90.0,
+                                          "part": {"missing": "x"}}})
+    assert ["CosyVoice3 WS fed vs per-sentence", "timed out", "every session audio, no error",
+            "n/a"] in rows
+    dry = summary_rows(_bistream(_level(0.3, 1, 1), _level(0.7, 1, 1)), dry_run=True)
+    # identity and counts keep their verdicts on a CPU: no row is relabelled "dry run"
+    assert not [r for r in dry if r[0].startswith("CosyVoice3 WS") and r[3] == "dry run"]
+
+
+def test_bistream_step_helpers() -> None:
+    """`bistream_served.py`'s text, per-level record and verdict (no server, no torch)."""
+    import math
+
+    from bistream_served import MODES, case_text, level_ok, level_record, step_ok
+
+    from voxflow.bench.metrics import level_stats
+    from voxflow.bench.timeline import Timeline
+
+    two = case_text(2)
+    assert two.startswith("The lighthouse keeper") and two.endswith("kitchen window.")
+    assert two.count(".") == 2 and len(case_text(0).split()) > len(two.split())
+    answered = Timeline(0, sent=0.0, sample_rate=24000)
+    answered.add(0.3, 24000)
+    answered.add(1.2, 24000)
+    answered.done = 1.3
+    silent = Timeline(0, sent=0.0, sample_rate=24000)
+    silent.done = 2.0
+    good = level_record(level_stats(1, [answered]))
+    assert good["ttfa_p50"] == 0.3 and good["stall_rate"] == 0.0 and level_ok(good)
+    bad = level_record(level_stats(1, [silent]))
+    assert bad["ttfa_p50"] is None and bad["errors_by_kind"] == {"no_audio": 1}
+    assert not level_ok(bad) and not any(isinstance(v, float) and math.isnan(v)
+                                         for v in bad.values())
+    record = {"modes": {name: {"c1": good, "c4": good} for name, _ in MODES}}
+    assert step_ok(record, [1, 4])
+    assert not step_ok(record, [1, 4, 8])  # a level not measured fails the step
+    assert not step_ok({**record, "error": "ServerFailed: ..."}, [1, 4])
+    record["modes"]["per-sentence"]["c4"] = {"skipped": "5 s left"}
+    assert not step_ok(record, [1, 4])
