@@ -159,6 +159,15 @@ def test_a_parked_session_wakes_on_text_without_a_poll(monkeypatch):
     from voxflow.engine import ar_loop
 
     monkeypatch.setattr(ar_loop, "PARKED_MAX_WAIT_S", 600.0)  # only the nudge can wake it
+    rounds = {"lm": 0}
+    iterate = ar_loop.AutoregressiveLoop.iterate
+
+    def counted(self):
+        if self.stage.name == "lm":
+            rounds["lm"] += 1
+        return iterate(self)
+
+    monkeypatch.setattr(ar_loop.AutoregressiveLoop, "iterate", counted)
 
     async def main():
         engine = _engine()
@@ -173,13 +182,18 @@ def test_a_parked_session_wakes_on_text_without_a_poll(monkeypatch):
                     break
                 await asyncio.sleep(0.01)
             parked = bool(states) and states[0].stream.schedule.waiting
+            before = rounds["lm"]
+            await asyncio.sleep(0.5)  # parked: the LM loop waits, it does not spin
+            idle = rounds["lm"] - before
             feed.push(" words, then the rest of the sentence.")
             feed.end()
-            return parked, await asyncio.wait_for(collected, 120), await _states_freed(engine)
+            return (parked, idle, await asyncio.wait_for(collected, 120),
+                    await _states_freed(engine))
         finally:
             engine.stop()
 
-    parked, chunks, freed = asyncio.run(main())
+    parked, idle, chunks, freed = asyncio.run(main())
     assert parked
+    assert idle <= 1  # at most the round that was already waiting when the count began
     assert _sha(chunks)[1] > 0 and chunks[-1].is_last
     assert freed == [(0, 0), (0, 0), (0, 0)]

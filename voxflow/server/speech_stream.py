@@ -16,7 +16,12 @@ A model that can feed one running generation from the stream's text (`streams_te
 CosyVoice3; the config's `bistream`, on by default there) gets no sentences: the session submits
 one engine request at its first text, carrying a `TextFeed` every later text message is pushed
 into, and `end` ends the feed (issue 43 item 2). Its audio is one segment, streamed as the LM
-makes it while text still arrives; prosody does not restart at each sentence.
+makes it while text still arrives; prosody does not restart at each sentence. Each text message
+is checked on its own as a request's input is (`_check_fed`); a refused one is answered with an
+``error`` event and left out, and the session goes on (no close). A generation that reaches the
+text it may take (CosyVoice3's roll-over, `voxflow.models.cosyvoice3.lm_stream`) ends after
+speaking what it took; the rest of the text, and what comes later, goes to a new generation,
+the stream's next segment.
 
 The audio of all segments goes through one stream encoder, so the binary frames form one
 file of `response_format`. A client that closes the socket cancels its request in the engine
@@ -70,9 +75,9 @@ STREAM_PATH = "/v1/audio/speech/stream"
 
 
 FED_TIMEOUT_S = 3600.0
-"""Request timeout of a session's one fed generation (`StreamConfig.bistream`): it lasts as
-long as its text keeps coming (the model's text timeout ends a silent one), up to the model's
-length cap (300 s of audio for CosyVoice3)."""
+"""Request timeout of a session's fed generation (`StreamConfig.bistream`): it lasts as long
+as its text keeps coming (the model's text timeout ends a silent one), up to the text one
+generation takes (CosyVoice3: about 750 text ids, then it rolls over to a new one)."""
 
 MAX_UNSPOKEN_INPUTS = 64
 """A session holds at most this many times `server.max_input_chars` of text received and not
@@ -119,8 +124,9 @@ class StreamSession:
         self._encoder: StreamEncoder | None = None
         self._speaker: asyncio.Task | None = None
         self._ended = False  # the client sent "end"
-        self._fed: TextFeed | None = None  # one fed generation (bistream): its text feed
+        self._fed: TextFeed | None = None  # the running fed generation's (bistream) text feed
         self._fed_text = ""  # the text of the session so far, in the fed mode
+        self._fed_start = 0  # where the running (or next) fed generation's text begins in it
         self.bistream = False  # the session feeds one running generation
         self._closed = False  # a close was sent, or the client is gone
         self.samples = 0  # samples sent so far, at the voice's rate
@@ -213,7 +219,7 @@ class StreamSession:
             raise invalid_message("The first message must be the 'config' message "
                                   '({"type": "config", "model": ..., "voice": ...}).')
         if self.bistream:
-            self._handle_fed(message)
+            await self._handle_fed(message)
         elif isinstance(message, TextMessage):
             if self.access.first_byte_at is None and self._buffer.received_chars == 0:
                 self.access.started_at = time.perf_counter()  # TTFA counts from the first text
@@ -263,61 +269,111 @@ class StreamSession:
             self._speaker = asyncio.create_task(self._speak_all())
 
     # ---- one fed generation (bistream) -------------------------------------------------------
-    def _handle_fed(self, message: TextMessage | Control) -> None:
-        """The fed mode: every text message goes to the one generation's `TextFeed` (started
-        by the first text that is not only whitespace, which the engine checks as an input);
-        ``flush`` changes nothing (the LM takes text as it comes); ``end`` ends the feed."""
+    def _check_fed(self, text: str) -> None:
+        """Check one fed text message as `POST /v1/audio/speech` checks its `input`: the
+        engine's own checker (`Engine.prepare`: length, pause markers, SSML, scripts, with the
+        session's options), but a message of whitespace only passes (the space between two
+        words of a stream). Markup is refused as well: the LM reads fed text as written, so a
+        ``[pause:...]`` marker or SSML would be spoken as text.
+
+        Raises:
+            InvalidRequestError: param "input": what `Engine.prepare` refuses (its code:
+                ``input_too_long``, ``invalid_pause``, ``invalid_ssml``, ``unsupported_script``,
+                ...), SSML (``invalid_ssml``) or a valid pause marker (``invalid_pause``).
+        """
+        if not text.strip():
+            return
+        assert self._base is not None
+        _, document = self.engine.prepare(replace(self._base, text=text, text_feed=None))
+        if document.ssml:
+            raise InvalidRequestError(
+                "SSML is not taken in a stream that feeds one generation (bistream): its text "
+                "is read as written. Send plain text, or set bistream false in the config.",
+                param="input", code="invalid_ssml")
+        if (len(document.runs) > 1 or document.lead_silence_s > 0
+                or document.runs[0].break_after_s > 0):
+            raise InvalidRequestError(
+                "A [pause:...] marker is not taken in a stream that feeds one generation "
+                "(bistream): its text is read as written. Leave the marker out, or set "
+                "bistream false in the config.", param="input", code="invalid_pause")
+
+    async def _handle_fed(self, message: TextMessage | Control) -> None:
+        """The fed mode: every text message is checked (`_check_fed`; a refused one is an
+        ``error`` event, left out of the text, and the session goes on) and goes to the running
+        generation's `TextFeed` (started by the first text with a letter or digit); ``flush``
+        changes nothing (the LM takes text as it comes); ``end`` ends the feed."""
         if isinstance(message, TextMessage):
+            try:
+                self._check_fed(message.text)
+            except InvalidRequestError as exc:  # this message only: the session goes on
+                await self._send_json(error_event(exc))
+                return
             if self.access.first_byte_at is None and not self._fed_text:
                 self.access.started_at = time.perf_counter()  # TTFA counts from the first text
             self._fed_text += message.text
             self.access.chars = len(self._fed_text)
             if len(self._fed_text) > self.max_unspoken_chars:
                 raise InvalidRequestError(
-                    f"The stream sent {len(self._fed_text)} characters; one generation takes "
+                    f"The stream sent {len(self._fed_text)} characters; one session takes "
                     f"at most {self.max_unspoken_chars} (MAX_UNSPOKEN_INPUTS x "
                     "server.max_input_chars).", param="text", code="input_too_long")
             if self._fed is not None:
-                assert self._base is not None
-                if has_speakable_content(message.text):  # checked as a request's input is
-                    self.engine.prepare(replace(self._base, text=message.text, text_feed=None))
                 self._fed.push(message.text)
-            elif has_speakable_content(self._fed_text):  # starts at the first letter/digit
-                self._start_fed()
+            elif (self._speaker is None or self._speaker.done()) and has_speakable_content(
+                    self._fed_text[self._fed_start:]):  # starts at the first letter/digit
+                self._start_fed(self._fed_text[self._fed_start:])
         elif message.kind == "end":
             self._ended = True
-            if self._fed is None:
+            if self._fed is not None:
+                self._fed.end()
+            elif self.segments:  # rolled over with nothing speakable left: done
+                await self._finish()
+                self._inbox.put_nowait(("spoken", None))
+            elif self._speaker is None:
                 # nothing speakable sent: a plain request, answered as for that input (empty:
                 # empty_input; symbols only: a short silence), as on the sentence path
-                self._start_fed(fed=False)
-                return
-            self._fed.end()
+                self._start_fed(self._fed_text, fed=False)
 
-    def _start_fed(self, fed: bool = True) -> None:
-        """Submit the session's one generation, its text so far pushed into a new feed (or,
-        `fed` False, as one plain request of that text)."""
+    def _start_fed(self, text: str, fed: bool = True) -> None:
+        """Submit the session's next generation (segment `segments`), `text` pushed into a new
+        feed (ended too after the client's ``end``), or, `fed` False, as one plain request of
+        that text. The request's own `text`, which the engine checks, is its first
+        `server.max_input_chars` characters (every message was checked on its own)."""
         assert self._base is not None
         feed = TextFeed()
-        feed.push(self._fed_text)
-        request = replace(self._base, text=self._fed_text, request_id=f"{self.request_id}-0",
+        feed.push(text)
+        if self._ended and fed:
+            feed.end()
+        index = self.segments
+        request = replace(self._base, text=text[:self.max_chars],
+                          request_id=f"{self.request_id}-{index}",
                           text_feed=feed if fed else None)
         stream = self.engine.submit(request, timeout_s=FED_TIMEOUT_S)
         hold_saved_voice(self.engine, stream)
-        self._fed = feed
-        self._speaker = asyncio.create_task(self._speak_fed(stream))
+        self._fed = feed if fed else None
+        self._speaker = asyncio.create_task(self._speak_fed(stream, index, feed))
 
-    async def _speak_fed(self, stream: SpeechStream) -> None:
-        """Send the fed generation's audio as it comes: one segment (0) whose start event
-        carries the text received by its first audio; then the done event and the close."""
+    async def _speak_fed(self, stream: SpeechStream, index: int, feed: TextFeed) -> None:
+        """Send one fed generation's audio as it comes: segment `index`, whose start event
+        carries the text received by its first audio (from where the generation began); then,
+        if it rolled over (`TextFeed.rolled`), start the next generation with the text it did
+        not speak (`_roll_over`), else the done event and the close."""
         assert self._encoder is not None
+        start = self._fed_start
+        first = self.samples
+        rate = self.sample_rate
+
+        async def started_event() -> None:
+            text = self._fed_text[start:]
+            await self._send_json(segment_start_event(
+                index, TextSpan(text, start, start + len(text)), first / rate))
+
         try:
             started = False
             async with stream:
                 async for chunk in stream:
                     if not started:
-                        text = self._fed_text
-                        await self._send_json(segment_start_event(0, TextSpan(text, 0, len(text)),
-                                                                  0.0))
+                        await started_event()
                         started = True
                     data = self._encoder.push(chunk.samples)
                     self.samples += int(chunk.samples.size)
@@ -326,11 +382,12 @@ class StreamSession:
                 if not stream.done:
                     raise _Gone  # closed under us
             if not started:
-                text = self._fed_text
-                await self._send_json(segment_start_event(0, TextSpan(text, 0, len(text)), 0.0))
-            self.segments = 1
-            rate = self.sample_rate
-            await self._send_json(segment_end_event(0, self.samples, self.samples / rate))
+                await started_event()
+            self.segments = index + 1
+            await self._send_json(segment_end_event(index, self.samples - first,
+                                                    self.samples / rate))
+            if feed.rolled and self._roll_over(feed):
+                return
             await self._finish()
             await self._inbox.put(("spoken", None))
         except VoxflowError as exc:
@@ -340,6 +397,19 @@ class StreamSession:
         except Exception:  # a bug: the generic 500, details in the log only
             log.exception("speech stream %s: unexpected error", self.request_id)
             await self._inbox.put(("failed", _server_error()))
+
+    def _roll_over(self, feed: TextFeed) -> bool:
+        """The generation of `feed` rolled over: its unspoken text (and all sent since) starts
+        the next one now if it has a letter or digit; else that waits for the next such text,
+        or the ``end`` finishes the session. False when the session is to finish now (ended,
+        nothing speakable left)."""
+        rest, _ = feed.take()
+        self._fed = None
+        self._fed_start = max(0, len(self._fed_text) - len(rest))  # rest is NFC: near enough
+        if has_speakable_content(rest):
+            self._start_fed(rest)
+            return True
+        return not self._ended
 
     def _queue(self, spans: list[TextSpan]) -> None:
         for span in spans:

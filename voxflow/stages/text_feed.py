@@ -28,6 +28,7 @@ class TextFeed:
         self.chars = 0  # characters pushed so far
         self.last_push = time.monotonic()  # when text (or the end) last arrived
         self._watchers: list[Callable[[], None]] = []
+        self._rolled = False
 
     def push(self, text: str) -> None:
         """Append `text` (may be empty: nothing happens).
@@ -71,6 +72,24 @@ class TextFeed:
             text, self._pieces = "".join(self._pieces), []
             self._end_taken = self._ended
             return text, self._ended
+
+    def roll_over(self, unspoken: str) -> None:
+        """The consumer's generation takes no more text (it reached the text it may take, the
+        CosyVoice3 roll-over, `lm_stream.StreamState.roll_over`): `unspoken`, text it took but
+        will not speak, goes back before what it has not taken, and `rolled` becomes True. The
+        producer then `take`s everything not spoken (and whether the end came) for its next
+        generation; pushes keep landing here until it does."""
+        with self._lock:
+            if unspoken:
+                self._pieces.insert(0, unspoken)
+            self._end_taken = False
+            self._rolled = True
+
+    @property
+    def rolled(self) -> bool:
+        """True once the consumer rolled over (`roll_over`)."""
+        with self._lock:
+            return self._rolled
 
     @property
     def has_news(self) -> bool:

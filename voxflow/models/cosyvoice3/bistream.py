@@ -31,6 +31,9 @@ the first decode waits for 5 target ids; Q4 nothing is fed twice (a forced fill 
 its token is fed with the next text group); Q5 the mixed phase may only choose speech or fill and
 the final phase speech or eos (`mask_kind`); Q6 the final phase stops once the speech tokens reach
 min(20·|X|, 7500 − P). The model choosing fill itself ends a group early, as in the reference.
+A corrected generation also takes at most `max_text_ids` target ids: at the first group boundary
+past them (`full`) its caller ends the text there (`close_text`) and speaks the rest in a new
+generation (roll-over; the reference has no limit).
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ MAX_TOKEN_TEXT_RATIO = 20
 """The final phase's cap, 20 speech tokens per target id (`corrected` Q6; cosyvoice3.md §5)."""
 MAX_TOTAL_SPEECH_TOKENS = 7500
 """Prompt + generated tokens fit the 15,000-frame flow noise (cosyvoice3.md §11; Q6)."""
+ROLL_OVER_TOKENS_PER_ID = 10
+"""A `corrected` generation takes at most (7500 − P) / 10 target ids (`max_text_ids`), then ends
+its text at the next group boundary (`full`, `close_text`): the rest goes to a new generation
+(roll-over, `lm_stream.StreamState.roll_over`). The mixed phase yields at most 15 tokens per 5
+ids while speech takes about 5–7 tokens per id (addendum §7), so the final phase speaks the
+backlog; 10 per id leaves it room under the 7500 − P cap, and keeps the mixed phase (≤ 3 per id)
+far below that cap, which would otherwise end a generation with text fed but never spoken."""
 ENDOFPROMPT_ID = 151646
 """``<|endofprompt|>``: the prompt text is cut after its first one (addendum §4 step 1)."""
 
@@ -170,6 +180,41 @@ class BistreamSchedule:
     def waiting(self) -> bool:
         """True when the schedule cannot go on without more text (or its end)."""
         return self.phase == "pull" and not self._inbox and not self._ended
+
+    @property
+    def taken(self) -> int:
+        """Target ids taken from the inbox so far: fed, or in `text_cache` to be fed."""
+        return self._n_text - len(self._inbox)
+
+    @property
+    def max_text_ids(self) -> int:
+        """Target ids one `corrected` generation takes before it rolls over:
+        (7500 − P) // `ROLL_OVER_TOKENS_PER_ID`, at least one group."""
+        return max(MIX_TEXT, (MAX_TOTAL_SPEECH_TOKENS - self.n_prompt) // ROLL_OVER_TOKENS_PER_ID)
+
+    @property
+    def full(self) -> bool:
+        """True (`corrected` only) at a group boundary (after a fill, before the next group is
+        taken) once `max_text_ids` ids were taken and more text is or may be coming: the caller
+        should `close_text` now."""
+        return (self.rule == "corrected" and self.phase == "pull" and bool(self.out)
+                and self.out[-1] == self.fill and self.taken >= self.max_text_ids
+                and (bool(self._inbox) or not self._ended))
+
+    def close_text(self, extra: int = 0) -> int:
+        """End this generation's text here (`full`; roll-over): take `extra` more ids from the
+        inbox (the rest of a pre-token already begun), drop the others and end the text, so
+        the next call is the final phase over what was taken. Returns the ids dropped (the
+        caller gives their text to the next generation)."""
+        for _ in range(min(extra, len(self._inbox))):
+            index = self.taken
+            self.text_cache.append(Fed(TABLE_TEXT, self._inbox.popleft(), SRC_X, index))
+            self.pulls.append(self.calls)
+        dropped = len(self._inbox)
+        self._inbox.clear()
+        self._n_text -= dropped
+        self._ended = True
+        return dropped
 
     @property
     def max_len(self) -> int:

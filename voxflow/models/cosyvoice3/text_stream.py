@@ -34,6 +34,10 @@ class IncrementalTokenizer:
 
     def push(self, text: str) -> list[int]:
         """The ids that `text` (appended to what is held) commits; the rest stays held."""
+        return [i for _, ids in self.push_pieces(text) for i in ids]
+
+    def push_pieces(self, text: str) -> list[tuple[str, list[int]]]:
+        """`push`, the committed ids grouped by pre-token: (its text, NFC; its ids) in order."""
         self._held = unicodedata.normalize("NFC", self._held + text)
         matches = list(self._pattern.finditer(self._held))
         if len(matches) < 2:
@@ -44,12 +48,21 @@ class IncrementalTokenizer:
         if not final:
             return []
         self._held = self._held[final[-1].end() :]
-        return [i for m in final for i in self._tokenizer.encode_ordinary(m.group())]
+        return [(m.group(), self._tokenizer.encode_ordinary(m.group())) for m in final]
 
     def finish(self) -> list[int]:
         """The ids of everything still held (the end of the text)."""
+        return [i for _, ids in self.finish_pieces() for i in ids]
+
+    def finish_pieces(self) -> list[tuple[str, list[int]]]:
+        """`finish` as one piece (the held text, its ids), or none when nothing is held."""
         ready, self._held = self._held, ""
-        return self._tokenizer.encode_ordinary(ready) if ready else []
+        return [(ready, self._tokenizer.encode_ordinary(ready))] if ready else []
+
+    def drop_held(self) -> str:
+        """Give up the held text (a generation that rolls over); returns it."""
+        held, self._held = self._held, ""
+        return held
 
     @property
     def held(self) -> str:
