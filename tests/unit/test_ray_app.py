@@ -89,3 +89,15 @@ def test_gpus_that_do_not_fit_the_models_devices_are_refused(config, overrides, 
     settings = load_settings(config, overrides)  # the plain server takes it as it is
     with pytest.raises(ConfigError, match=message):
         deployment_options(settings)
+
+
+def test_serves_own_access_log_is_off_and_its_timers_are_slowed_for_every_ray_start():
+    from voxflow.ray.launch import SERVE_ENV
+    from voxflow.ray.local_cluster import LocalCluster
+
+    options = deployment_options(load_settings(CONFIG, {}))
+    assert options["logging_config"] == {"enable_access_log": False}
+    assert SERVE_ENV == {"RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "0.5",
+                         "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000"}
+    env = LocalCluster(port=1, token="t").environment()
+    assert {k: env[k] for k in SERVE_ENV} == SERVE_ENV

@@ -111,6 +111,9 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
         ),
         "ray_actor_options": {"num_cpus": ray.replica_cpus, "num_gpus": ray.replica_gpus},
         "graceful_shutdown_timeout_s": settings.server.drain_timeout_s,
+        # voxflow's own access line (server.access_log) is the one documented; Serve's would be
+        # a second line per request, written and flushed by the replica on its event loop
+        "logging_config": {"enable_access_log": False},
     }
     if ray.min_replicas == ray.max_replicas:
         options["num_replicas"] = ray.min_replicas

@@ -57,11 +57,12 @@ class LocalCluster:
         preference for the proxy's own node. Serve's proxy sends every request to a replica
         on its node while one has room (``RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING``, on by
         default): with one proxy, on the head, the other nodes' replicas would get nothing
-        until the head's are full."""
+        until the head's are full. Also Serve's slower timers, `voxflow.ray.launch.SERVE_ENV`."""
+        from voxflow.ray.launch import SERVE_ENV
         from voxflow.ray.proxy import CALLBACK, CALLBACK_ENV
 
         return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token, CALLBACK_ENV: CALLBACK,
-                "RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING": "0"}
+                "RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING": "0", **SERVE_ENV}
 
     def start_node(self, name: str, cpus: int = 1, timeout_s: float = 60.0) -> None:
         """Start node `name` (the head when it is the first) with `cpus` CPUs and the custom
