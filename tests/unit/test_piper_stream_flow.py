@@ -313,3 +313,38 @@ def test_a_lone_unseeded_request_decodes_its_rest_side_by_side_on_two_threads(mo
     assert threads == [("piper-beside_0", 2)]
     audio = np.concatenate([c.samples for c in chunks])
     assert audio.size == sum(item.stream.frames for item, *_ in seen) * 256
+
+
+def test_after_a_first_window_a_lead_pair_goes_first_and_the_decode_is_the_same(joe):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from voxflow.models.piper.decode import SideBySide, decode_side_by_side, side_by_side
+
+    _, config, graph = joe
+    hop = config.hop_length
+    values, frames = _encoded(config, graph, TEXTS[0], 8)
+    assert frames >= 32 + 160 + 96  # room for the lead pair and a rest
+    head = (0, 0, 32, 44)
+    plain = side_by_side(values, head, frames, 12, 32, 512)
+    parts = side_by_side(values, head, frames, 12, 32, 512, lead_pair_frames=80)
+    lead, rest = parts[1], parts[2]
+    assert len(parts) == 3 and isinstance(lead, SideBySide) and isinstance(rest, SideBySide)
+    assert [w[1:3] for w in lead.windows] == [(32, 112), (112, 192)]
+    assert rest.windows[0][1] == 192 and rest.windows[-1][2] == frames
+    assert lead.feed == (plain[0].feed[1], 192 + 12 + 32) and rest.feed[1] == frames
+    assert sum(p.frames for p in parts) == frames  # each prior frame through the flow once
+    fixed, flow = graph.frames, graph.frames.stream_flow
+
+    def decode(parts):
+        audio = [decode_window(fixed, parts[0], hop)]
+        with ThreadPoolExecutor(1) as pool:
+            audio += [decode_side_by_side(flow, fixed.decoder, fixed.decoder_inputs[0], p, hop,
+                                          pool.submit) for p in parts[1:]]
+        return np.concatenate(audio)
+
+    got, before = decode(parts), decode(plain)
+    assert got.size == before.size == frames * hop
+    assert float(np.abs(got - before).max()) < 1e-5
+    # too short for a lead pair and a rest of at least min_frames: one part as before
+    short = side_by_side(values, head, 32 + 160 + 95, 12, 32, 512, lead_pair_frames=80)
+    assert len(short) == 2

@@ -369,10 +369,11 @@ class PiperAcousticStage(Stage):
         # depend on the load
         if (stream and alone and flow is not None and self._family.settings.side_by_side
                 and not item.request.seeded):
-            head = self._plan.windows(frames, first=True)[0] if small_first else None
-            first = head if head is not None and head[2] < frames else None
+            plan = self._plan.windows(frames, first=True) if small_first else []
+            first = plan[0] if plan and plan[0][2] < frames else None
+            lead = plan[1][2] - plan[1][1] if len(plan) > 1 else None  # its second window
             parts = side_by_side(values, first, frames, self._plan.pad_frames, flow.lookahead,
-                                 self._plan.chunk_frames)
+                                 self._plan.chunk_frames, lead_pair_frames=lead)
             _trace(item, frames, slack_s, "alone, side by side, %d parts", len(parts))
             return Parts(parts, words)
         windows = self._plan.windows(frames, first=small_first)
