@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from voxflow.bench.arms import free_port  # noqa: E402
+from voxflow.bench.scrape import metric  # noqa: E402
 
 SENTENCE = "The little red kite circled twice above the harbor before settling on the mast. "
 SHORT = SENTENCE * 3  # about 13 s of audio: a few seconds of synthesis
@@ -144,16 +145,6 @@ def health(url: str) -> str:
                 for stage, d in m.get("worker_restarts", {}).items()]
     return f"{r.status_code} {body.get('status')}" + (
         f", worker_restarts {' '.join(restarts)}" if restarts else "")
-
-
-def metric(url: str, name: str, **labels: str) -> float:
-    """One sample of `/metrics` (0.0 when absent)."""
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        head, _, value = line.rpartition(" ")
-        if (head == name or head.startswith(name + "{")) and all(
-                f'{k}="{v}"' in head for k, v in labels.items()):
-            return float(value)
-    return 0.0
 
 
 @dataclass

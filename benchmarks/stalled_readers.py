@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from voxflow.bench.arms import free_port  # noqa: E402
+from voxflow.bench.scrape import metric  # noqa: E402
 
 SENTENCE = "The little red kite circled twice above the harbor before settling on the mast. "
 MIB = 1 << 20
@@ -43,16 +44,6 @@ def rss(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def metric(url: str, name: str, **labels: str) -> float:
-    """One sample of `/metrics` (0.0 when absent)."""
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        head, _, value = line.rpartition(" ")
-        if (head == name or head.startswith(name + "{")) and all(
-                f'{k}="{v}"' in head for k, v in labels.items()):
-            return float(value)
-    return 0.0
 
 
 def open_stalled(port: int, text: str) -> socket.socket:

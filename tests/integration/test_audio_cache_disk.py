@@ -16,20 +16,11 @@ import pytest
 from serve_process import Server
 
 from voxflow.bench.arms import free_port
+from voxflow.bench.scrape import metric
 
 pytestmark = pytest.mark.integration
 
 URL = "/v1/audio/speech"
-
-
-def metric(url: str, name: str, **labels: str) -> float:
-    """One sample of `/metrics` (0.0 when absent)."""
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        head, _, value = line.rpartition(" ")
-        if (head == name or head.startswith(name + "{")) and all(
-                f'{k}="{v}"' in head for k, v in labels.items()):
-            return float(value)
-    return 0.0
 
 
 def post(url: str, **fields) -> httpx.Response:

@@ -21,6 +21,8 @@ import pytest
 import yaml
 from serve_process import Server
 
+from voxflow.bench.scrape import metric
+
 pytestmark = pytest.mark.integration
 
 SENTENCE = "The little red kite circled twice above the harbor before settling on the mast. "
@@ -72,16 +74,6 @@ class Client(threading.Thread):
             self.ended_at = time.monotonic()
             self.seconds = self.ended_at - started
             self.first.set()
-
-
-def metric(url: str, name: str, **labels: str) -> float:
-    """One sample of `/metrics` (0.0 when absent)."""
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        head, _, value = line.rpartition(" ")
-        if (head == name or head.startswith(name + "{")) and all(
-                f'{k}="{v}"' in head for k, v in labels.items()):
-            return float(value)
-    return 0.0
 
 
 def family(pid: int) -> list[int]:
