@@ -236,6 +236,26 @@ def two_tiers(directory: Path, memory_bytes: int = 10_000) -> AudioCache:
     return AudioCache(memory_bytes, 1000, DiskCache(directory, 100_000, 1000, GEN))
 
 
+def test_a_key_the_disk_index_does_not_hold_is_a_miss_without_a_worker_thread(tmp_path,
+                                                                           monkeypatch):
+    cache = two_tiers(tmp_path)
+    hops = []
+
+    async def to_thread(fn, *args):
+        hops.append(fn)
+        return fn(*args)
+
+    monkeypatch.setattr(asyncio, "to_thread", to_thread)
+    assert asyncio.run(cache.fetch(key())) is None
+    assert hops == [] and cache.misses == {"piper": 1}
+    assert cache.put(key(), entry(300)) and cache.flush()
+    cache.close()
+    again = two_tiers(tmp_path)
+    monkeypatch.setattr(asyncio, "to_thread", to_thread)
+    assert asyncio.run(again.fetch(key())) == entry(300)
+    assert len(hops) == 1  # the file is read off the loop
+
+
 def test_every_stored_entry_is_written_and_a_new_cache_answers_from_disk(tmp_path):
     cache = two_tiers(tmp_path)
     assert cache.put(key(), entry(300))

@@ -149,10 +149,11 @@ class AudioCache:
 
     async def fetch(self, key: CacheKey) -> CachedResponse | None:
         """`get`, with the disk read in a worker thread, so the event loop never waits on
-        the disk (a memory hit does not leave the loop)."""
+        the disk (a memory hit, and a key the disk index does not hold, never leave the
+        loop)."""
         entry = self._from_memory(key)
         from_disk = entry is None and self.disk is not None
-        if from_disk and self.disk is not None:
+        if from_disk and self.disk is not None and self.disk.holds(key):
             entry = self._promoted(key, await asyncio.to_thread(self.disk.get, key))
         self._count(key, entry, from_disk)
         return entry

@@ -181,6 +181,12 @@ class DiskCache:
         return 1
 
     # ---- reads ---------------------------------------------------------------------------
+    def holds(self, key: CacheKey) -> bool:
+        """Whether the index names a file for `key` (no disk access: a miss needs no read)."""
+        name = cache_file.file_name(cache_file.canonical_key(key))
+        with self._lock:
+            return name in self._index
+
     def get(self, key: CacheKey) -> CachedResponse | None:
         """The response stored under `key` (its file now the most recently used), or None:
         not stored, or its file is gone, unreadable or damaged (then deleted)."""
