@@ -4,6 +4,7 @@ whole segment's run up to float rounding, every window's samples exactly its fra
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -327,11 +328,14 @@ def test_after_a_first_window_a_lead_pair_goes_first_and_the_decode_is_the_same(
     head = (0, 0, 32, 44)
     plain = side_by_side(values, head, frames, 12, 32, 512)
     parts = side_by_side(values, head, frames, 12, 32, 512, lead_pair_frames=80)
-    lead, rest = parts[1], parts[2]
-    assert len(parts) == 3 and isinstance(lead, SideBySide) and isinstance(rest, SideBySide)
+    lead, rest = parts[1], parts[-1]
+    assert len(parts) >= 3 and all(isinstance(p, SideBySide) for p in parts[1:])
     assert [w[1:3] for w in lead.windows] == [(32, 112), (112, 192)]
-    assert rest.windows[0][1] == 192 and rest.windows[-1][2] == frames
+    assert parts[2].windows[0][1] == 192 and rest.windows[-1][2] == frames
     assert lead.feed == (plain[0].feed[1], 192 + 12 + 32) and rest.feed[1] == frames
+    # the parts follow one another: each window starts where the one before ended
+    kept = [w[1:3] for p in parts[1:] for w in p.windows]
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(kept))
     assert sum(p.frames for p in parts) == frames  # each prior frame through the flow once
     fixed, flow = graph.frames, graph.frames.stream_flow
 
@@ -348,3 +352,26 @@ def test_after_a_first_window_a_lead_pair_goes_first_and_the_decode_is_the_same(
     # too short for a lead pair and a rest of at least min_frames: one part as before
     short = side_by_side(values, head, 32 + 160 + 95, 12, 32, 512, lead_pair_frames=80)
     assert len(short) == 2
+
+
+def test_after_the_lead_pair_parts_grow_by_the_plans_growth_up_to_the_chunk():
+    from voxflow.models.piper.decode import side_by_side
+
+    z_p = [np.zeros((1, 192, 2000), np.float32)]
+    parts = side_by_side(z_p, (0, 0, 32, 44), 2000, 12, 32, 512, lead_pair_frames=80)
+    kept = [[w[1:3] for w in p.windows] for p in parts[1:]]
+    # pairs of 80, 200 and 500 frames, then the 408 left as one pair (under 2 x 512)
+    assert kept == [[(32, 112), (112, 192)], [(192, 392), (392, 592)],
+                    [(592, 1092), (1092, 1592)], [(1592, 1796), (1796, 2000)]]
+    # a rest that fits one pair of the next size after the lead pair: three parts
+    assert len(side_by_side(z_p, (0, 0, 32, 44), 32 + 160 + 400, 12, 32, 512,
+                            lead_pair_frames=80)) == 3
+    # a pair of 200 would leave under 96 frames: the rest stays one part
+    short = side_by_side(z_p, (0, 0, 32, 44), 32 + 160 + 495, 12, 32, 512,
+                         lead_pair_frames=80)
+    assert [[w[1:3] for w in p.windows] for p in short[1:]] == [
+        [(32, 112), (112, 192)], [(192, 440), (440, 687)]]
+    # growth 4 and a 300-frame chunk: 80, then 300 (capped), then the rest
+    grown = side_by_side(z_p, (0, 0, 32, 44), 2000, 12, 32, 300, lead_pair_frames=80,
+                         growth=4.0)
+    assert [p.windows[0][1] for p in grown[1:]] == [32, 192, 792, 1392]

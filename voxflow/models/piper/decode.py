@@ -257,25 +257,32 @@ class SideBySide(FlowBlock):
 
 def side_by_side(values: list[np.ndarray], first: tuple[int, int, int, int] | None,
                  frames: int, pad: int, lookahead: int, chunk: int | None,
-                 min_frames: int = 96, lead_pair_frames: int | None = None
-                 ) -> list[StreamWindow | SideBySide | DecodeWindow]:
+                 min_frames: int = 96, lead_pair_frames: int | None = None,
+                 growth: float = 2.5) -> list[StreamWindow | SideBySide | DecodeWindow]:
     """A lone segment's windows: `first` (a small first window, or None), then the rest of
     its `frames` as one `SideBySide` of two windows (more, in pairs, where a half would
     exceed `chunk`), each with `pad` context frames; a rest under `min_frames` is one
     window (its seam would cost more than the second core gains).
 
-    With a first window and `lead_pair_frames`, the frames right after it go first as a
-    `SideBySide` of their own, two windows of `lead_pair_frames` (where at least
-    `min_frames` would be left after it): a part is sent only when all its windows are
-    decoded, and the rest of a long segment, decoded as one part, could end after the first
-    window has played out. In open loop at 1.26 and 1.68 requests/s (2-core AMD EPYC, joe)
-    that stalled 3-4% of requests, against none without side by side (docs/benchmarks.md).
+    With a first window and `lead_pair_frames`, the frames after it go as several
+    `SideBySide` parts, each a pair of equal windows: the lead pair of two windows of
+    `lead_pair_frames`, then pairs growing by `growth` (up to `chunk`), until the rest fits
+    in one pair of the next size (`_growing_parts`). A part is sent only when all its
+    windows are decoded; the rest of a long segment as one part could end after the first
+    window had played out: in open loop at 1.26 and 1.68 requests/s (2-core AMD EPYC, joe)
+    that stalled 3-4% of requests, against none without side by side, and with the lead
+    pair alone still 1 of 84 at 2.1 and 1 of 101 at 2.52 (docs/benchmarks.md). Growing
+    parts keep the decode plan's promise (`DecodePlan.growth`): while a part plays, the
+    next, at most `growth` times longer, is decoded, even on one thread when another run
+    took the second core. Each part boundary costs one seam (2 x `pad` decoder frames).
 
     Args:
         values: the flow's inputs for the row, z_p (1, C, F) first.
         lookahead: the streamed flow's lag (`StreamingFlow.lookahead`).
         lead_pair_frames: the frames of each window of the lead pair (the decode plan's
-            second window); None: no lead pair.
+            second window); None: the rest as one part.
+        growth: each part's windows at most this many times the part before's
+            (`DecodePlan.growth`).
     """
     start = first[2] if first is not None else 0
     stream = SegmentStream(values[0])
@@ -285,16 +292,37 @@ def side_by_side(values: list[np.ndarray], first: tuple[int, int, int, int] | No
         fed = min(frames, first[3] + lookahead)
         out.append(StreamWindow(stream, (0, fed), window=first))
     spans = [(start, frames)]
-    if (first is not None and lead_pair_frames
-            and frames - start - 2 * lead_pair_frames >= min_frames):
-        cut = start + 2 * lead_pair_frames
-        spans = [(start, cut), (cut, frames)]
+    if first is not None and lead_pair_frames:
+        spans = _growing_parts(start, frames, lead_pair_frames, growth, chunk or frames,
+                               min_frames)
     for lo, hi in spans:
         windows = _pairs(lo, hi, frames, pad, chunk, min_frames)
         feed_to = frames if hi == frames else min(frames, windows[-1][3] + lookahead)
         out.append(SideBySide(stream, (fed, feed_to), windows=windows))
         fed = feed_to
     return out
+
+
+def _growing_parts(start: int, frames: int, lead: int, growth: float, cap: int,
+                   min_frames: int) -> list[tuple[int, int]]:
+    """Frames [start, frames) as [lo, hi) spans of parts: pairs of `lead`-frame windows,
+    then of windows `growth` times the last (at most `cap`), while a pair leaves at least
+    `min_frames`; the last span is what is left, at most a pair of the next size (plus
+    under `min_frames` where a smaller pair would have left less).
+
+    Raises:
+        ValueError: `lead` < 1.
+    """
+    if lead < 1:
+        raise ValueError(f"lead pair windows of {lead} frames")
+    spans, lo, size = [], start, lead
+    while frames - lo - 2 * size >= min_frames:
+        spans.append((lo, lo + 2 * size))
+        lo += 2 * size
+        size = min(cap, max(size + 1, int(size * growth)))
+        if frames - lo <= 2 * size:  # the rest fits one pair of the next size
+            break
+    return [*spans, (lo, frames)]
 
 
 def _pairs(start: int, end: int, frames: int, pad: int, chunk: int | None,

@@ -373,7 +373,8 @@ class PiperAcousticStage(Stage):
             first = plan[0] if plan and plan[0][2] < frames else None
             lead = plan[1][2] - plan[1][1] if len(plan) > 1 else None  # its second window
             parts = side_by_side(values, first, frames, self._plan.pad_frames, flow.lookahead,
-                                 self._plan.chunk_frames, lead_pair_frames=lead)
+                                 self._plan.chunk_frames, lead_pair_frames=lead,
+                                 growth=self._plan.growth)
             _trace(item, frames, slack_s, "alone, side by side, %d parts", len(parts))
             return Parts(parts, words)
         windows = self._plan.windows(frames, first=small_first)

@@ -134,9 +134,11 @@ class PiperSettings(BaseModel):
         "3.62 s against 4.78 s (2-core Intel Xeon). Where another run has started by then, "
         "the windows run one after another on the fixed session. Needs the flow stream "
         "(`stream_flow`); rests under 96 frames stay one window. After a first window, the "
-        "next two 80-frame windows go out as a part of their own before the rest: sent as "
-        "one part, the rest could end after the first window had played, and 3-4% of "
-        "requests stalled in open loop at 1.26-1.68 requests/s (2-core AMD EPYC).",
+        "frames go out in parts of two windows each, growing as the decode plan's windows "
+        "do (80, 200, 500 frames, `decoder_window_growth`), so each part is decoded while "
+        "the one before plays: sent as one part, the rest could end after the first window "
+        "had played, and 3-4% of requests stalled in open loop at 1.26-1.68 requests/s "
+        "(2-core AMD EPYC).",
     )
     early_first_window: bool = Field(
         True,
