@@ -49,6 +49,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """With ``--dist loadfile`` (`make test`'s integration tests on two workers): each module
+    on one worker, as loadfile does, but every ``test_ray_*`` module on the same one, one
+    after another. Those call ``ray.init`` in the test process, and two local Ray clusters
+    started at once on one machine mix up their nodes (a replica on node '' in
+    test_ray_cluster when they ran side by side). xdist's own ``loadgroup`` would do this
+    with marks, but with pytest 9 it groups nothing (it renames ``item._nodeid``, which
+    pytest 9 no longer reads). None: xdist's own scheduler."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class RayModulesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return "ray" if Path(module).stem.startswith("test_ray_") else module
+
+    return RayModulesTogether(config, log)
+
+
 @pytest.fixture(scope="session")
 def tiny_voice_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Session tmp dir holding ``tiny.onnx`` + ``tiny.onnx.json`` (see tests/tiny_voice.py)."""
