@@ -48,7 +48,7 @@ $(NGINX):
 # `make test`'s unit tests run on two workers (as `make test-fast` runs them), the modules
 # marked slow (real networks, processes and servers) one at a time, and the integration tests
 # on two workers a module at a time (the Ray modules all on one: tests/conftest.py): most of
-# their time is spent waiting on servers they start. 2-core Intel Xeon: 505 s against 760 s
+# their time is spent waiting on servers they start. 2-core Intel Xeon: 561-626 s against 760 s
 # one at a time.
 test: $(TEST_STAMP) $(NGINX)
 	$(BIN)/ruff check voxflow tests
