@@ -371,7 +371,9 @@ def test_after_the_lead_pair_parts_grow_by_the_plans_growth_up_to_the_chunk():
                          lead_pair_frames=80)
     assert [[w[1:3] for w in p.windows] for p in short[1:]] == [
         [(32, 112), (112, 192)], [(192, 440), (440, 687)]]
-    # growth 4 and a 300-frame chunk: 80, then 300 (capped), then the rest
+    # growth 4 and a 300-frame chunk: the next pair would reach the chunk, so after the lead
+    # pair the 1808 frames left go in four equal parts of 452 (as DecodePlan.windows cuts)
     grown = side_by_side(z_p, (0, 0, 32, 44), 2000, 12, 32, 300, lead_pair_frames=80,
                          growth=4.0)
-    assert [p.windows[0][1] for p in grown[1:]] == [32, 192, 792, 1392]
+    assert [p.windows[0][1] for p in grown[1:]] == [32, 192, 644, 1096, 1548]
+    assert all(e - s <= 300 for p in grown[1:] for _, s, e, _ in p.windows)
