@@ -14,7 +14,7 @@ import asyncio
 import json
 
 import pytest
-from audio_checks import CLIENT_DRAWS, MODELS, TEXTS, assert_duration
+from audio_checks import CLIENT_DRAWS, MODELS, TEXTS, assert_duration, codec_allowance_s
 from livekit.agents import APIStatusError
 from livekit.plugins import openai as lk_openai
 
@@ -68,7 +68,8 @@ def _speak_and_check(server_url, reference, served: str, model: str, response_fo
             assert headers["content-type"] == content_type
         durations.append(sum(f.samples_per_channel / f.sample_rate for f in frames))
     assert_duration(sum(durations) / len(durations), reference.seconds(served),
-                    f"LiveKit {response_format} via {stream_format}, model {model}")
+                    f"LiveKit {response_format} via {stream_format}, model {model}",
+                    codec_allowance_s(response_format, served))
 
 
 @pytest.mark.parametrize("response_format", ["mp3", "wav", "pcm"])
