@@ -104,7 +104,7 @@ def test_job_runs_to_done_with_chapters_and_audio(server: LiveServer) -> None:
 
 def test_unknown_job_is_404_in_openai_shape(server: LiveServer) -> None:
     for method, path in (("GET", "job_nope"), ("GET", "job_nope/audio"),
-                         ("GET", "job_nope/captions"),
+                         ("GET", "job_nope/captions"), ("POST", "job_nope/cancel"),
                          ("DELETE", "job_nope")):
         r = httpx.request(method, f"{server.url}/v1/audio/jobs/{path}")
         assert r.status_code == 404
@@ -185,6 +185,59 @@ def test_deleting_a_running_job_cancels_it_and_the_next_job_runs(
     short = create(server.url).json()["id"]
     assert wait_done(server.url, short)["state"] == "done"
     httpx.delete(f"{server.url}/v1/audio/jobs/{short}")
+
+
+def test_cancelled_job_is_kept_listed_and_not_resumed(tiny_voice_dir: Path,
+                                                      tmp_path: Path) -> None:
+    """POST .../cancel stops a running job and keeps it (state, finished segments, files);
+    a queued one is cancelled before it starts; a restart resumes neither."""
+    live = start_server(tiny_overrides(tiny_voice_dir, tmp_path, max_jobs=5))
+    try:
+        jobs_url = f"{live.url}/v1/audio/jobs"
+        running = create(live.url, input="A sentence to read. " * 90).json()["id"]
+        queued = create(live.url, input="A sentence to read. " * 90).json()["id"]
+        # the runner takes one job at a time, oldest first: `queued` waits for `running`
+        first = httpx.post(f"{jobs_url}/{queued}/cancel").json()
+        assert (first["state"], first["progress"]["segments_done"]) == ("cancelled", 0)
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{jobs_url}/{running}").json()["progress"]["segments_done"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        cancelled = httpx.post(f"{jobs_url}/{running}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        view = cancelled.json()
+        assert view["state"] == "cancelled" and view["object"] == "audio.job"
+        done = view["progress"]["segments_done"]
+        assert 2 <= done < view["progress"]["segments_total"]
+        # cancelling again answers the job as it is; nothing runs any more
+        time.sleep(0.3)
+        assert httpx.post(f"{jobs_url}/{running}/cancel").json() == view
+        assert [v["id"] for v in httpx.get(jobs_url, params={"state": "cancelled"}).json()[
+            "data"]] == [queued, running]
+        assert httpx.get(jobs_url, params={"state": "running"}).json()["data"] == []
+        audio = httpx.get(f"{jobs_url}/{running}/audio")
+        assert audio.status_code == 409 and audio.json()["error"]["code"] == "job_not_done"
+        assert (live.app.state.jobs.root / running).is_dir()
+    finally:
+        live.stop()
+    again = start_server(tiny_overrides(tiny_voice_dir, tmp_path, max_jobs=5))
+    try:
+        time.sleep(0.3)
+        views = {v["id"]: v for v in httpx.get(f"{again.url}/v1/audio/jobs").json()["data"]}
+        assert {j: (v["state"], v["progress"]["segments_done"]) for j, v in views.items()} == {
+            running: ("cancelled", done), queued: ("cancelled", 0)}
+        short = create(again.url).json()["id"]
+        assert wait_done(again.url, short)["state"] == "done"
+        finished = httpx.post(f"{again.url}/v1/audio/jobs/{short}/cancel")
+        assert finished.status_code == 409
+        error = finished.json()["error"]
+        assert (error["code"], error["param"]) == ("job_finished", "job_id")
+        assert error["message"] == (f"Job '{short}' is done: only a queued or running job can "
+                                    "be cancelled (DELETE /v1/audio/jobs/{id} deletes it).")
+        assert httpx.delete(f"{again.url}/v1/audio/jobs/{running}").status_code == 200
+        assert not (tmp_path / running).exists()
+    finally:
+        again.stop()
 
 
 def test_full_quota_is_507_in_openai_shape(tiny_voice_dir: Path, tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""The jobs of one server (or one `voxflow speak --long`): create, look up, cancel, and run
-them one after another in the background; unfinished jobs found on disk resume at start."""
+"""The jobs of one server (or one `voxflow speak --long`): create, look up, cancel, delete, and
+run them one after another in the background; unfinished jobs found on disk resume at start."""
 
 from __future__ import annotations
 
@@ -15,7 +15,13 @@ from typing import Any
 
 from voxflow.config import JobsSettings
 from voxflow.engine.engine import Engine
-from voxflow.errors import InvalidRequestError, OverloadedError, PayloadTooLargeError, StorageError
+from voxflow.errors import (
+    ConflictError,
+    InvalidRequestError,
+    OverloadedError,
+    PayloadTooLargeError,
+    StorageError,
+)
 from voxflow.jobs.chapters import split_chapters
 from voxflow.jobs.runner import Progress, run_job
 from voxflow.jobs.store import FINAL, JobFiles, folder_bytes
@@ -142,14 +148,10 @@ class JobManager:
                                    param="job_id", code="job_not_found")
         return job
 
-    async def delete(self, job_id: str) -> JobFiles:
-        """Cancel job `job_id` if it is not finished and delete its files.
-
-        Raises:
-            JobNotFoundError (404).
-        """
-        job = self.get(job_id)
-        if self._current is not None and self._current[0] == job_id:
+    async def _stop(self, job: JobFiles) -> None:
+        """Stop `job` if it is running (the segment being written is finished first) and mark
+        it ``cancelled`` if it was not final (in memory only)."""
+        if self._current is not None and self._current[0] == job.id:
             task = self._current[1]
             task.cancel()
             try:
@@ -158,6 +160,34 @@ class JobManager:
                 pass
         if job.state not in FINAL:
             job.state = "cancelled"
+
+    async def cancel(self, job_id: str) -> JobFiles:
+        """Stop job `job_id` and keep it as ``cancelled`` (its finished segments stay on disk,
+        and count toward the quota, until it is deleted; a restart does not resume it).
+        Cancelling a cancelled job again returns it as it is.
+
+        Raises:
+            JobNotFoundError (404); ConflictError (409 ``job_finished``) for a job that is
+            ``done`` or ``failed``.
+        """
+        job = self.get(job_id)
+        if job.state in ("done", "failed"):
+            raise ConflictError(
+                f"Job '{job_id}' is {job.state}: only a queued or running job can be cancelled "
+                "(DELETE /v1/audio/jobs/{id} deletes it).", param="job_id", code="job_finished")
+        if job.state != "cancelled":
+            await self._stop(job)
+            await asyncio.to_thread(job.save)
+        return job
+
+    async def delete(self, job_id: str) -> JobFiles:
+        """Cancel job `job_id` if it is not finished and delete its files.
+
+        Raises:
+            JobNotFoundError (404).
+        """
+        job = self.get(job_id)
+        await self._stop(job)
         del self.jobs[job_id]
         await asyncio.to_thread(job.remove)
         return job

@@ -66,6 +66,7 @@ from voxflow.server.disk_cache import DiskCacheError
 from voxflow.server.draining import DrainMiddleware
 from voxflow.server.errors import install_error_handlers
 from voxflow.server.jobs import (
+    cancel_job,
     create_job,
     delete_job,
     get_job,
@@ -193,6 +194,10 @@ def install_job_routes(app: FastAPI) -> None:
     app.add_api_route(
         "/v1/audio/jobs/{job_id}", get_job, methods=["GET"], summary="A job's state",
         responses=error_responses(404),
+    )
+    app.add_api_route(
+        "/v1/audio/jobs/{job_id}/cancel", cancel_job, methods=["POST"],
+        summary="Cancel a job and keep it", responses=error_responses(404, 409),
     )
     app.add_api_route(
         "/v1/audio/jobs/{job_id}", delete_job, methods=["DELETE"],

@@ -6,6 +6,7 @@
 - ``GET /v1/audio/jobs/{job_id}``: its state and progress.
 - ``GET /v1/audio/jobs/{job_id}/audio``: the audio of a finished job in its format, whole or
   one chapter (``?chapter=N``).
+- ``POST /v1/audio/jobs/{job_id}/cancel``: stop it and keep it, ``cancelled``.
 - ``DELETE /v1/audio/jobs/{job_id}``: cancel it and delete its files.
 
 The job runner is `voxflow.jobs.manager.JobManager`, on ``app.state.jobs``.
@@ -178,11 +179,18 @@ async def get_job_captions(job_id: str, request: Request,
     return Response(text, media_type="text/vtt; charset=utf-8")
 
 
+async def cancel_job(job_id: str, request: Request) -> dict:
+    """``POST /v1/audio/jobs/{job_id}/cancel``: stop a queued or running job and keep it as
+    ``cancelled``; its view. 404 ``job_not_found``, 409 ``job_finished`` (done or failed)."""
+    manager = _manager(request)
+    return job_view(await manager.cancel(job_id), manager)
+
+
 async def delete_job(job_id: str, request: Request) -> dict:
     """``DELETE /v1/audio/jobs/{job_id}``: cancel the job if it runs and delete its files."""
     job = await _manager(request).delete(job_id)
     return {"id": job.id, "object": "audio.job.deleted", "deleted": True}
 
 
-__all__ = ["JobBody", "create_job", "delete_job", "get_job", "get_job_audio",
+__all__ = ["JobBody", "cancel_job", "create_job", "delete_job", "get_job", "get_job_audio",
            "get_job_captions", "job_captions", "job_view", "list_jobs"]
